@@ -1,0 +1,99 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// Exit codes (DESIGN §3). They are decided here and nowhere else.
+const (
+	exitOK          = 0
+	exitFailure     = 1   // a check answered "no" (token check), or an unexpected error
+	exitUsage       = 64  // EX_USAGE: bad flag, duration relation, job ID
+	exitUnavailable = 69  // EX_UNAVAILABLE: the store is unreachable or failing
+	exitHeld        = 75  // EX_TEMPFAIL: held elsewhere (--conflict-exit-code changes it)
+	exitQuarantined = 76  // the job is quarantined
+	exitMaxRuntime  = 124 // --max-runtime passed (like timeout(1))
+	exitLeaseLost   = 125 // the lease was lost; the child was killed
+	exitNotExec     = 126 // the command is not executable
+	exitNotFound    = 127 // the command was not found
+	exitSignalBase  = 128 // 128+N: the child died of signal N
+)
+
+// exitError carries an exit code chosen by a command, with an optional
+// message for stderr (an empty message prints nothing).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitWith returns an error that makes leasectl exit with code, printing err
+// when it is not nil.
+func exitWith(code int, err error) error { return &exitError{code: code, err: err} }
+
+func usageError(err error) error { return exitWith(exitUsage, err) }
+
+// exitCode maps an error returned by a command to leasectl's exit code.
+func exitCode(err error) int {
+	var ee *exitError
+	var idErr *leasestore.InvalidJobIDError
+	var qErr *leasestore.QuarantinedError
+	var hErr *leasestore.HeldError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &idErr):
+		return exitUsage
+	case errors.As(err, &qErr):
+		return exitQuarantined
+	case errors.As(err, &hErr):
+		return exitHeld
+	case errors.Is(err, leasestore.ErrUnavailable):
+		return exitUnavailable
+	case isCobraUsage(err):
+		return exitUsage
+	default:
+		return exitFailure
+	}
+}
+
+// isCobraUsage recognises the errors cobra returns for unknown commands and
+// wrong argument counts, which it does not type.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, prefix := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "invalid argument", "flag needs an argument", "required flag"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// reportError prints err as one line on stderr, unless its message is empty,
+// and returns the exit code.
+func reportError(w io.Writer, err error) int {
+	code := exitCode(err)
+	if err != nil {
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.err != nil {
+			msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
+			fmt.Fprintf(w, "leasectl: %s\n", msg)
+		}
+	}
+	return code
+}

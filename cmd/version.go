@@ -1,0 +1,20 @@
+package cmd
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+// NewCmdVersion builds `leasectl version`.
+func NewCmdVersion(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print leasectl's version, commit and build date",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(f.IO.Out, "leasectl %s (commit %s, built %s)\n", version, commit, date)
+			return err
+		},
+	}
+}

@@ -1,0 +1,108 @@
+package leasestore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Match them with errors.Is.
+var (
+	// ErrLeaseLost means the caller's lease is no longer the job's live
+	// lease: it expired, or the job was granted to someone else since.
+	ErrLeaseLost = errors.New("leasestore: lease lost")
+	// ErrUnavailable means the store could not be reached or refused to
+	// work; *UnavailableError wraps the cause.
+	ErrUnavailable = errors.New("leasestore: store unavailable")
+	// ErrNotQuarantined means ReleaseQuarantine found the job not
+	// quarantined.
+	ErrNotQuarantined = errors.New("leasestore: job is not quarantined")
+)
+
+// HeldError is returned by Acquire when another worker holds the lease.
+type HeldError struct {
+	Job       string
+	Holder    string
+	Host      string
+	PID       int
+	Token     int64
+	Since     time.Time     // when the holder acquired it (store clock)
+	ExpiresIn time.Duration // the holder's remaining liveness
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("job %q is held by worker %s (host %s, pid %d) since %s; its lease expires in %s",
+		e.Job, e.Holder, e.Host, e.PID, e.Since.UTC().Format(time.RFC3339), e.ExpiresIn.Round(time.Millisecond))
+}
+
+// QuarantinedError is returned by Acquire for a quarantined job.
+type QuarantinedError struct {
+	Quarantine
+}
+
+func (e *QuarantinedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "job %q is quarantined since %s", e.Job, e.Since.UTC().Format(time.RFC3339))
+	if e.Crashes > 0 {
+		fmt.Fprintf(&b, " after %d consecutive crashes", e.Crashes)
+	}
+	if e.LastHolder != "" {
+		fmt.Fprintf(&b, " (last worker %s on %s)", e.LastHolder, e.LastHost)
+	}
+	if e.Reason != "" {
+		fmt.Fprintf(&b, ": %s", e.Reason)
+	}
+	return b.String()
+}
+
+// TooSoonError is returned by Acquire when the job last completed
+// successfully less than the requested minimum interval ago.
+type TooSoonError struct {
+	Job         string
+	LastSuccess time.Time
+	MinInterval time.Duration
+	Age         time.Duration // time since the last success, by the store's clock
+}
+
+func (e *TooSoonError) Error() string {
+	return fmt.Sprintf("job %q completed successfully %s ago, less than --min-interval %s",
+		e.Job, e.Age.Round(time.Millisecond), e.MinInterval)
+}
+
+// StaleTokenError is returned by CheckToken for a token that may no longer
+// be used.
+type StaleTokenError struct {
+	Job     string
+	Token   int64
+	Current int64 // the job's current token; 0 if the store has none
+	Live    bool  // whether the current token's lease is live
+}
+
+func (e *StaleTokenError) Error() string {
+	switch {
+	case e.Current == 0:
+		return fmt.Sprintf("token %d is stale: job %q has no token in the store", e.Token, e.Job)
+	case e.Token != e.Current:
+		return fmt.Sprintf("token %d is stale: job %q is at token %d", e.Token, e.Job, e.Current)
+	default:
+		return fmt.Sprintf("token %d is stale: its lease on job %q is no longer live", e.Token, e.Job)
+	}
+}
+
+// UnavailableError wraps the reason a store could not do its work. It
+// matches ErrUnavailable with errors.Is.
+type UnavailableError struct {
+	Op  string // the operation, e.g. "acquire"
+	Err error
+}
+
+func (e *UnavailableError) Error() string {
+	return fmt.Sprintf("store unavailable during %s: %v", e.Op, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrUnavailable.
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
