@@ -1,0 +1,337 @@
+// Package redistest starts throw-away redis-server processes for tests: each
+// on a free loopback port, without persistence, in its own temporary folder.
+// It never touches a Redis it did not start (and never port 6379). It is
+// imported only by tests.
+package redistest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// readyTimeout bounds how long Start waits for a new server to answer; a
+// loaded 2-core machine can take a while to exec redis-server.
+const readyTimeout = 15 * time.Second
+
+// stopTimeout is how long Stop waits after SIGTERM before it SIGKILLs.
+const stopTimeout = 10 * time.Second
+
+// ioTimeout bounds every exchange Do and the readiness probe have with the
+// server, so that a frozen server cannot hang a test.
+const ioTimeout = 5 * time.Second
+
+// Options configure a test server.
+type Options struct {
+	// Args are extra redis-server arguments, e.g. "--requirepass", "pw" or
+	// "--rename-command", "EVAL", "". When they set --requirepass, Do
+	// authenticates with it.
+	Args []string
+}
+
+// Server is a running redis-server started by Start.
+type Server struct {
+	Addr string // 127.0.0.1:PORT
+	URL  string // redis://127.0.0.1:PORT/0 (without any password)
+
+	opts     Options
+	port     int
+	dir      string
+	password string
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when cmd has been waited for
+}
+
+// Start runs a redis-server on a free loopback port and returns once it
+// answers. The caller must Stop it.
+func Start(opts Options) (*Server, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, errors.New("redis-server not found: run make deps")
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: temp dir: %w", err)
+	}
+	s := &Server{
+		Addr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		URL:      fmt.Sprintf("redis://127.0.0.1:%d/0", port),
+		opts:     opts,
+		port:     port,
+		dir:      dir,
+		password: requirePass(opts.Args),
+	}
+	if err := s.launch(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// launch starts redis-server on s.port and waits until it answers.
+func (s *Server) launch() error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--daemonize", "no",
+		"--logfile", "",
+	}
+	args = append(args, s.opts.Args...)
+	logPath := filepath.Join(s.dir, "redis.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("redistest: log file: %w", err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command("redis-server", args...)
+	cmd.Dir = s.dir
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	s.cmd, s.done = cmd, done
+	if err := s.waitReady(); err != nil {
+		cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("%w; redis-server log: %s", err, tail(logPath))
+	}
+	return nil
+}
+
+// waitReady dials and PINGs until the server answers, the process exits, or
+// readyTimeout passes. Any reply counts, NOAUTH included: the server is up.
+func (s *Server) waitReady() error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		select {
+		case <-s.done:
+			return fmt.Errorf("redistest: redis-server on port %d exited during start-up", s.port)
+		default:
+		}
+		conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		if err == nil {
+			conn.SetDeadline(time.Now().Add(ioTimeout))
+			_, err = roundTrip(bufio.NewReader(conn), conn, []string{"PING"})
+			conn.Close()
+			var reply replyError
+			if err == nil || errors.As(err, &reply) {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: redis-server on port %d not ready after %s: %v", s.port, readyTimeout, err)
+		}
+		select {
+		case <-s.done:
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Stop terminates the server (SIGTERM, then SIGKILL if it lingers) and
+// removes its folder. It thaws a frozen server first so SIGTERM is handled.
+func (s *Server) Stop() error {
+	select {
+	case <-s.done:
+	default:
+		s.cmd.Process.Signal(syscall.SIGCONT)
+		s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(stopTimeout):
+			s.cmd.Process.Kill()
+			<-s.done
+		}
+	}
+	if err := os.RemoveAll(s.dir); err != nil {
+		return fmt.Errorf("redistest: remove %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// Kill SIGKILLs the server and waits for it to exit; its folder stays for
+// Restart or Stop.
+func (s *Server) Kill() error {
+	select {
+	case <-s.done:
+		return nil
+	default:
+	}
+	if err := s.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("redistest: kill redis-server: %w", err)
+	}
+	<-s.done
+	return nil
+}
+
+// Freeze stops the server with SIGSTOP: connections stay open, nothing
+// answers, as with a network partition or a long pause.
+func (s *Server) Freeze() error {
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("redistest: freeze redis-server: %w", err)
+	}
+	return nil
+}
+
+// Thaw resumes a frozen server with SIGCONT.
+func (s *Server) Thaw() error {
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("redistest: thaw redis-server: %w", err)
+	}
+	return nil
+}
+
+// Restart kills the server and starts a new, empty one on the same port
+// with the same arguments, as a Redis without persistence that restarts.
+func (s *Server) Restart() error {
+	if err := s.Kill(); err != nil {
+		return err
+	}
+	return s.launch()
+}
+
+// Do sends one command on a short-lived connection and returns the reply: a
+// status, bulk string or integer as text, an array as its elements joined by
+// newlines, a nil reply as "". A Redis error reply is returned as an error.
+func (s *Server) Do(args ...string) (string, error) {
+	conn, err := net.DialTimeout("tcp", s.Addr, ioTimeout)
+	if err != nil {
+		return "", fmt.Errorf("redistest: dial %s: %w", s.Addr, err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(ioTimeout))
+	r := bufio.NewReader(conn)
+	if s.password != "" {
+		if _, err := roundTrip(r, conn, []string{"AUTH", s.password}); err != nil {
+			return "", fmt.Errorf("redistest: AUTH: %w", err)
+		}
+	}
+	reply, err := roundTrip(r, conn, args)
+	if err != nil {
+		return "", fmt.Errorf("redistest: %s: %w", strings.ToUpper(args[0]), err)
+	}
+	return reply, nil
+}
+
+// replyError is an error reply from Redis.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// roundTrip writes one command in RESP and reads its reply.
+func roundTrip(r *bufio.Reader, conn net.Conn, args []string) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := conn.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	return readReply(r)
+}
+
+// readReply parses one RESP2 reply.
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply line")
+	}
+	body := line[1:]
+	switch line[0] {
+	case '+', ':':
+		return body, nil
+	case '-':
+		return "", replyError(body)
+	case '$':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return "", fmt.Errorf("bad bulk length %q", body)
+		}
+		if n < 0 {
+			return "", nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(body)
+		if err != nil {
+			return "", fmt.Errorf("bad array length %q", body)
+		}
+		elems := make([]string, 0, max(n, 0))
+		for i := 0; i < n; i++ {
+			e, err := readReply(r)
+			if err != nil {
+				return "", err
+			}
+			elems = append(elems, e)
+		}
+		return strings.Join(elems, "\n"), nil
+	default:
+		return "", fmt.Errorf("unknown reply type %q", line[0])
+	}
+}
+
+// freePort asks the kernel for a free loopback port. The port is released
+// before redis-server binds it; another process could take it in between,
+// in which case start-up fails with a clear error.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redistest: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// requirePass returns the value of --requirepass in args, if any.
+func requirePass(args []string) string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--requirepass" {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// tail returns the last lines of the server's log, for start-up errors.
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log)"
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
+}
