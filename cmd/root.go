@@ -131,7 +131,9 @@ with --store redis://host:6379 for many hosts.`,
 
 	root.AddCommand(
 		NewCmdVersion(f),
+		NewCmdMan(),
 	)
+	addCompletion(root, f.IO.Out)
 	return root
 }
 
