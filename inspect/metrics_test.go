@@ -1,0 +1,77 @@
+package inspect
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServeExposesTheReapersMetricsOnly(t *testing.T) {
+	s := newFakeStore(t0)
+	m := newMetrics(t)
+	acquire(t, s, "j", "w1", time.Second, 3)
+	s.advance(2 * time.Second)
+	if _, err := (&Reaper{Store: s, Metrics: m}).Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Serve(ctx, ln) }()
+
+	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(body)
+	for _, want := range []string{
+		"# HELP leasectl_recovered_crashes_total ",
+		"# TYPE leasectl_recovered_crashes_total counter",
+		"\nleasectl_recovered_crashes_total 1\n",
+		"# TYPE leasectl_stale_duration_seconds histogram",
+		"\nleasectl_stale_duration_seconds_count 1\n",
+		"# TYPE leasectl_reaper_runs_total counter",
+		"\nleasectl_reaper_runs_total 1\n",
+		"# TYPE leasectl_quarantined_jobs gauge",
+		"# TYPE leasectl_inflight_jobs gauge",
+		"# HELP leasectl_inflight_jobs ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"go_goroutines", "process_cpu_seconds_total"} {
+		if strings.Contains(text, unwanted) {
+			t.Errorf("/metrics has %s: the reaper's registry must hold only its own metrics", unwanted)
+		}
+	}
+
+	cancel()
+	if err := receive(t, done); err != nil {
+		t.Fatalf("Serve returned %v after cancel, want nil", err)
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/metrics"); err == nil {
+		t.Fatal("the metrics server still answers after Serve returned")
+	}
+}
+
+func TestNewMetricsAreIndependent(t *testing.T) {
+	a, b := newMetrics(t), newMetrics(t)
+	a.observeRun()
+	if got := metricValue(t, b, "leasectl_reaper_runs_total"); got != 0 {
+		t.Fatalf("a second Metrics sees the first one's runs (%v): registries must not be shared", got)
+	}
+}

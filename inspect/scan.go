@@ -1,0 +1,137 @@
+package inspect
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// Reaper finds crashed runs: evidence of a run without its liveness. The
+// store counts each crash exactly once, whether the reaper or the job's next
+// Acquire finds it first, and quarantines the job at the threshold its last
+// run was started with.
+type Reaper struct {
+	Store leasestore.Store
+	// Metrics, when not nil, is updated after every pass.
+	Metrics *Metrics
+	// PassTimeout bounds each pass of Watch (0: only ctx bounds it), so a
+	// frozen store fails the pass instead of stalling the reaper.
+	PassTimeout time.Duration
+}
+
+// Pass runs one scan. It returns the crashes the store counted; they are
+// returned even when reading the store-wide gauges for Metrics failed
+// afterwards, because they are consumed and would not be found again.
+func (r *Reaper) Pass(ctx context.Context) ([]leasestore.Crash, error) {
+	r.Metrics.observeRun()
+	crashes, err := r.Store.Scan(ctx)
+	if err != nil {
+		r.Metrics.observeFailure()
+		return nil, fmt.Errorf("scan for crashed jobs: %w", err)
+	}
+	r.Metrics.observeCrashes(crashes)
+	if r.Metrics == nil {
+		return crashes, nil
+	}
+	counts, err := r.Store.Counts(ctx)
+	if err != nil {
+		r.Metrics.observeFailure()
+		return crashes, fmt.Errorf("read in-flight and quarantined counts: %w", err)
+	}
+	r.Metrics.observeCounts(counts)
+	return crashes, nil
+}
+
+// Watch runs a pass at once and then on every value from ticks, until ctx
+// is done; it then returns nil. found receives the crashes of each pass
+// that found some; failed receives each pass's error, and the reaper goes
+// on (a store outage must not stop it). Watch returns found's error, if
+// any: the output is broken and there is no point in going on.
+func (r *Reaper) Watch(ctx context.Context, ticks <-chan time.Time, found func([]leasestore.Crash) error, failed func(error)) error {
+	for {
+		crashes, err := r.pass(ctx)
+		if len(crashes) > 0 {
+			if ferr := found(crashes); ferr != nil {
+				return ferr
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			failed(err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticks:
+		}
+	}
+}
+
+func (r *Reaper) pass(ctx context.Context) ([]leasestore.Crash, error) {
+	if r.PassTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.PassTimeout)
+		defer cancel()
+	}
+	return r.Pass(ctx)
+}
+
+// Crashes prints the crashes one scan found. An empty result says "no
+// crashed jobs found" (see Printer for where).
+func (p *Printer) Crashes(crashes []leasestore.Crash) error {
+	if len(crashes) == 0 {
+		return p.empty("no crashed jobs found")
+	}
+	if p.Format == FormatJSON {
+		out := make([]crashJSON, len(crashes))
+		for i := range crashes {
+			out[i] = crashView(&crashes[i], crashes[i].DetectedAt)
+		}
+		return p.writeJSON(out)
+	}
+	return p.writeGrid(crashGrid(crashes))
+}
+
+// CrashStream prints the crashes of one pass of a watching reaper: like
+// Crashes, but in JSON as one object per line (JSON Lines), so that a
+// consumer can read crashes as they are found.
+func (p *Printer) CrashStream(crashes []leasestore.Crash) error {
+	if p.Format != FormatJSON {
+		return p.writeGrid(crashGrid(crashes))
+	}
+	for i := range crashes {
+		b, err := marshalLine(crashView(&crashes[i], crashes[i].DetectedAt))
+		if err != nil {
+			return err
+		}
+		if _, err := p.Out.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func crashGrid(crashes []leasestore.Crash) grid {
+	g := grid{headers: []string{"JOB", "WORKER", "HOST", "PID", "STARTED", "STALE FOR", "CRASHES", "QUARANTINED"}}
+	for i := range crashes {
+		c := &crashes[i]
+		g.rows = append(g.rows, []cell{
+			textCell(c.Job), textCell(c.Holder), textCell(c.Host), intCell(int64(c.PID)),
+			agoCell(c.StartedAt, c.DetectedAt), durationCell(staleFor(c, c.DetectedAt)),
+			intCell(int64(c.Crashes)), yesNo(c.Quarantined),
+		})
+	}
+	return g
+}
+
+// yesNo shows a flag as yes/no on a terminal and true/false when piped.
+func yesNo(b bool) cell {
+	if b {
+		return cell{text: "yes", plain: "true"}
+	}
+	return cell{text: "no", plain: "false"}
+}

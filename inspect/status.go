@@ -1,0 +1,117 @@
+package inspect
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// Status prints one job's state (IDLE, RUNNING, CRASHED or QUARANTINED),
+// its holder, token and TTL left, crash count, last outcome and recent
+// history. Ages are relative to the store's clock (st.Now).
+func (p *Printer) Status(st *leasestore.JobStatus) error {
+	if p.Format == FormatJSON {
+		return p.writeJSON(statusView(st))
+	}
+	now := st.Now
+	fields := []field{
+		{"job", "job", textCell(st.Job)},
+		{"state", "state", stateCell(st.State)},
+	}
+	switch {
+	case st.Holder != nil:
+		h := st.Holder
+		fields = append(fields,
+			field{"holder", "worker", textCell(h.Worker)},
+			field{"host", "host", textCell(h.Host)},
+			field{"pid", "pid", intCell(int64(h.PID))},
+			field{"started", "started_at", agoCell(h.StartedAt, now)},
+			field{"token", "token", tokenCell(h.Token)},
+			field{"ttl left", "ttl_left", durationCell(max(h.ExpiresAt.Sub(now), 0))},
+		)
+	case st.Crashed != nil:
+		c := st.Crashed
+		fields = append(fields,
+			field{"crashed worker", "worker", textCell(c.Holder)},
+			field{"host", "host", textCell(c.Host)},
+			field{"pid", "pid", intCell(int64(c.PID))},
+			field{"started", "started_at", agoCell(c.StartedAt, now)},
+			field{"token", "token", tokenCell(c.Token)},
+			field{"stale for", "stale_for", durationCell(staleFor(c, now))},
+		)
+	default:
+		fields = append(fields, field{"token", "token", tokenCell(st.LastToken)})
+	}
+	fields = append(fields,
+		field{"crashes", "crashes", crashCount(st.Crashes, st.MaxCrashes)},
+		field{"attempts", "attempts", intCell(st.Attempts)},
+	)
+	if q := st.Quarantine; q != nil {
+		fields = append(fields,
+			field{"quarantined", "quarantined_since", agoCell(q.Since, now)},
+			field{"by", "quarantined_by", textCell(q.By)},
+			field{"reason", "quarantine_reason", textCell(q.Reason)},
+		)
+	}
+	fields = append(fields, outcomeFields(st.LastOutcome, now)...)
+	fields = append(fields, field{"last success", "last_success", agoCell(st.LastSuccess, now)})
+	return p.writeRecord(fields, st.History, now)
+}
+
+func stateCell(s leasestore.State) cell {
+	c := textCell(string(s))
+	switch s {
+	case leasestore.StateRunning:
+		c.tone = toneGood
+	case leasestore.StateCrashed, leasestore.StateQuarantined:
+		c.tone = toneBad
+	default:
+		c.tone = toneFaint
+	}
+	return c
+}
+
+// outcomeFields say how the last run ended: on a terminal in one line
+// ("COMPLETED exit 0 after 1.2s, 2h ago", "FAILED signal 15 (SIGTERM)
+// after 4s: max-runtime, 3m ago"), piped as one key per value.
+func outcomeFields(o *leasestore.LastOutcome, now time.Time) []field {
+	if o == nil {
+		return []field{{"last run", "last_result", optional("")}}
+	}
+	var b strings.Builder
+	b.WriteString(resultName(o.Result))
+	if o.Signal != 0 {
+		fmt.Fprintf(&b, " signal %d", o.Signal)
+		if name := unix.SignalName(unix.Signal(o.Signal)); name != "" {
+			fmt.Fprintf(&b, " (%s)", name)
+		}
+	} else {
+		fmt.Fprintf(&b, " exit %d", o.ExitCode)
+	}
+	fmt.Fprintf(&b, " after %s", shortDuration(o.Duration))
+	if o.Reason != "" {
+		fmt.Fprintf(&b, ": %s", o.Reason)
+	}
+	if !o.FinishedAt.IsZero() {
+		fmt.Fprintf(&b, ", %s", relative(o.FinishedAt, now))
+	}
+	summary := cell{text: b.String(), tone: toneBad}
+	if o.Result == leasestore.ResultCompleted {
+		summary.tone = toneGood
+	}
+	return []field{
+		{label: "last run", value: summary},
+		{key: "last_result", value: textCell(resultName(o.Result))},
+		{key: "last_exit_code", value: intCell(int64(o.ExitCode))},
+		{key: "last_signal", value: intCell(int64(o.Signal))},
+		{key: "last_duration", value: durationCell(o.Duration)},
+		{key: "last_reason", value: optional(o.Reason)},
+		{key: "last_worker", value: optional(o.Worker)},
+		{key: "last_token", value: tokenCell(o.Token)},
+		{key: "last_finished_at", value: agoCell(o.FinishedAt, now)},
+	}
+}
