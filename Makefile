@@ -9,7 +9,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X github.com/leasectl/leasectl/cmd.version=$(VERSION) \
 	-X github.com/leasectl/leasectl/cmd.commit=$(COMMIT) -X github.com/leasectl/leasectl/cmd.date=$(DATE)
 
-.PHONY: build test deps vet bench chaos man release-check fuzz
+.PHONY: build test deps vet bench chaos man completions release-check fuzz
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/leasectl .
@@ -26,3 +26,41 @@ vet:
 # The race detector needs cgo; everything else stays static.
 test: deps vet
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
+
+# man writes one gzipped man page per command to gen/man (the packages
+# install them in /usr/share/man/man1); `man -l gen/man/leasectl.1.gz`.
+man:
+	rm -rf gen/man
+	$(GO) run -ldflags '$(LDFLAGS)' . man --dir gen/man
+	gzip -9n gen/man/*.1
+
+# completions writes cobra's bash, zsh and fish scripts to gen/completions.
+completions:
+	rm -rf gen/completions && mkdir -p gen/completions
+	for sh in bash zsh fish; do \
+		$(GO) run . completion $$sh > gen/completions/leasectl.$$sh || exit 1; \
+	done
+
+# goreleaser v2.15.2 is the newest v2 that builds here: v2.15.3 and later need
+# go.digitalxero.dev/go-msix (not on our module proxy), v2.18 needs Go 1.27.
+# It is installed into bin/ on first use, never taken from PATH.
+GORELEASER_VERSION ?= v2.15.2
+GORELEASER := $(CURDIR)/bin/goreleaser-$(GORELEASER_VERSION)/goreleaser
+
+$(GORELEASER):
+	GOBIN=$(dir $@) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+# release-check builds a full snapshot release (nothing is published) and
+# fails unless the amd64 deb holds the binary, the reaper unit, its config,
+# the completions and every man page. Not part of `make test`: it takes minutes.
+release-check: $(GORELEASER)
+	$(GORELEASER) check
+	$(GORELEASER) release --snapshot --clean
+	dpkg-deb -c dist/*amd64.deb | tee dist/deb-contents.txt
+	@for f in /usr/bin/leasectl /usr/lib/systemd/system/leasectl-reaper.service \
+		/etc/leasectl/leasectl.env /usr/share/bash-completion/completions/leasectl \
+		/usr/share/zsh/vendor-completions/_leasectl /usr/share/fish/vendor_completions.d/leasectl.fish \
+		$$(cd gen/man && ls *.1.gz | sed 's|^|/usr/share/man/man1/|'); do \
+		grep -q " \.$$f$$" dist/deb-contents.txt || { echo "release-check: $$f is missing from the deb" >&2; exit 1; }; \
+	done
+	@echo "release-check: the deb holds the binary, the unit, its config, the completions and $$(ls gen/man | wc -l) man pages"

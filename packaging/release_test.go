@@ -1,0 +1,267 @@
+package packaging
+
+import (
+	"bufio"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// releaseConfig is the part of .goreleaser.yaml the checks below read.
+type releaseConfig struct {
+	Builds []struct {
+		Env     []string `yaml:"env"`
+		Flags   []string `yaml:"flags"`
+		Ldflags []string `yaml:"ldflags"`
+	} `yaml:"builds"`
+	Nfpms []struct {
+		Bindir   string `yaml:"bindir"`
+		Contents []struct {
+			Src      string `yaml:"src"`
+			Dst      string `yaml:"dst"`
+			Type     string `yaml:"type"`
+			Packager string `yaml:"packager"`
+			FileInfo struct {
+				Mode int `yaml:"mode"`
+			} `yaml:"file_info"`
+		} `yaml:"contents"`
+		Scripts map[string]string `yaml:"scripts"`
+	} `yaml:"nfpms"`
+}
+
+func loadReleaseConfig(t *testing.T) releaseConfig {
+	t.Helper()
+	raw, err := os.ReadFile("../.goreleaser.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c releaseConfig
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatalf("parse .goreleaser.yaml: %v", err)
+	}
+	if len(c.Builds) != 1 || len(c.Nfpms) != 1 {
+		t.Fatalf("want one build and one nfpm entry, got %d and %d", len(c.Builds), len(c.Nfpms))
+	}
+	return c
+}
+
+// The linker ignores -X for a variable that does not exist: a renamed
+// variable would silently ship releases that call themselves "dev".
+func TestLdflagsNameStringVariablesOfCmd(t *testing.T) {
+	c := loadReleaseConfig(t)
+	vars := packageStringVars(t, "../cmd")
+	set := regexp.MustCompile(`-X\s+github\.com/leasectl/leasectl/cmd\.(\w+)=`)
+	var found []string
+	for _, f := range c.Builds[0].Ldflags {
+		for _, m := range set.FindAllStringSubmatch(f, -1) {
+			found = append(found, m[1])
+			if !vars[m[1]] {
+				t.Errorf("ldflags set cmd.%s, which is not a package-level string variable of cmd", m[1])
+			}
+		}
+	}
+	for _, want := range []string{"version", "commit", "date"} {
+		if !slices.Contains(found, want) {
+			t.Errorf("ldflags do not set cmd.%s", want)
+		}
+	}
+}
+
+// DESIGN §5: builds are static; -trimpath keeps build paths out of the binary.
+func TestBuildIsStatic(t *testing.T) {
+	b := loadReleaseConfig(t).Builds[0]
+	if !slices.Contains(b.Env, "CGO_ENABLED=0") {
+		t.Errorf("build env %v lacks CGO_ENABLED=0", b.Env)
+	}
+	if !slices.Contains(b.Flags, "-trimpath") {
+		t.Errorf("build flags %v lack -trimpath", b.Flags)
+	}
+}
+
+func TestUnitMatchesWhatThePackageInstalls(t *testing.T) {
+	n := loadReleaseConfig(t).Nfpms[0]
+	unit := unitDirectives(t, "leasectl-reaper.service")
+
+	dsts := map[string]string{} // dst -> src
+	for _, c := range n.Contents {
+		dsts[c.Dst] = c.Src
+	}
+	if src := dsts["/usr/lib/systemd/system/leasectl-reaper.service"]; src != "packaging/leasectl-reaper.service" {
+		t.Errorf("the package installs %q as the unit, want packaging/leasectl-reaper.service", src)
+	}
+
+	exec := strings.Fields(unit["ExecStart"])
+	if len(exec) < 3 || exec[0] != filepath.Join(n.Bindir, "leasectl") || exec[1] != "scan" || exec[2] != "--watch" {
+		t.Errorf("ExecStart=%s, want %s scan --watch ...", unit["ExecStart"], filepath.Join(n.Bindir, "leasectl"))
+	}
+
+	envFile := strings.TrimPrefix(unit["EnvironmentFile"], "-")
+	var installed bool
+	for _, c := range n.Contents {
+		if c.Dst != envFile {
+			continue
+		}
+		installed = true
+		if c.Src != "packaging/leasectl.env" {
+			t.Errorf("%s comes from %q, want packaging/leasectl.env", envFile, c.Src)
+		}
+		if c.Type != "config|noreplace" {
+			t.Errorf("%s has type %q: an upgrade would overwrite the operator's settings", envFile, c.Type)
+		}
+		if c.FileInfo.Mode != 0o600 {
+			t.Errorf("%s has mode %#o, want 0600: it may hold a Redis password", envFile, c.FileInfo.Mode)
+		}
+	}
+	if !installed {
+		t.Errorf("the unit reads EnvironmentFile=%s, which the package does not install", envFile)
+	}
+}
+
+// Every file the package takes from the repository exists, and the install
+// scripts are shell scripts that can be run.
+func TestPackagedSourcesExist(t *testing.T) {
+	n := loadReleaseConfig(t).Nfpms[0]
+	for _, c := range n.Contents {
+		if c.Src == "" || strings.HasPrefix(c.Src, "gen/") { // gen/ is made by the before hook
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("..", c.Src)); err != nil {
+			t.Errorf("content %s -> %s: %v", c.Src, c.Dst, err)
+		}
+	}
+	for _, hook := range []string{"postinstall", "preremove", "postremove"} {
+		path := n.Scripts[hook]
+		if path == "" {
+			t.Errorf("no %s script", hook)
+			continue
+		}
+		fi, err := os.Stat(filepath.Join("..", path))
+		if err != nil {
+			t.Errorf("%s script: %v", hook, err)
+			continue
+		}
+		if fi.Mode()&0o111 == 0 {
+			t.Errorf("%s script %s is not executable", hook, path)
+		}
+		body, err := os.ReadFile(filepath.Join("..", path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(body), "#!/bin/sh\n") {
+			t.Errorf("%s script %s does not start with #!/bin/sh", hook, path)
+		}
+	}
+}
+
+// The completions go where each shell of each family looks for them.
+func TestCompletionDestinations(t *testing.T) {
+	want := map[string]string{ // dst -> packager ("" for both)
+		"/usr/share/bash-completion/completions/leasectl":    "",
+		"/usr/share/zsh/vendor-completions/_leasectl":        "deb",
+		"/usr/share/zsh/site-functions/_leasectl":            "rpm",
+		"/usr/share/fish/vendor_completions.d/leasectl.fish": "",
+	}
+	for _, c := range loadReleaseConfig(t).Nfpms[0].Contents {
+		if p, ok := want[c.Dst]; ok {
+			if c.Packager != p {
+				t.Errorf("%s is installed for packager %q, want %q", c.Dst, c.Packager, p)
+			}
+			delete(want, c.Dst)
+		}
+	}
+	for dst := range want {
+		t.Errorf("no completion installed at %s", dst)
+	}
+}
+
+// packageStringVars returns the package-level variables of the package in
+// dir that are plain strings, the only kind -X can set.
+func packageStringVars(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	vars := map[string]bool{}
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatalf("parse %s: %v", name, err)
+		}
+		for _, decl := range f.Decls {
+			g, ok := decl.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range g.Specs {
+				v, ok := spec.(*ast.ValueSpec)
+				if !ok || !isStringVar(v) {
+					continue
+				}
+				for _, n := range v.Names {
+					vars[n.Name] = true
+				}
+			}
+		}
+	}
+	return vars
+}
+
+// isStringVar reports whether v is declared as a string or initialised with
+// string literals only.
+func isStringVar(v *ast.ValueSpec) bool {
+	if v.Type != nil {
+		id, ok := v.Type.(*ast.Ident)
+		return ok && id.Name == "string"
+	}
+	if len(v.Values) != len(v.Names) {
+		return false
+	}
+	for _, e := range v.Values {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return false
+		}
+	}
+	return true
+}
+
+// unitDirectives reads a systemd unit's Key=Value lines; a repeated key keeps
+// its last value.
+func unitDirectives(t *testing.T, path string) map[string]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d := map[string]string{}
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		line := strings.TrimSpace(s.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' || line[0] == '[' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("%s: not a Key=Value line: %q", path, line)
+		}
+		d[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
