@@ -1,0 +1,131 @@
+package supervise
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// Defaults of Config. Each trades safety against tolerance of a slow store.
+const (
+	// DefaultTTL is the lease's liveness TTL. Longer survives longer store
+	// outages without killing the child; shorter hands a crashed job to the
+	// next worker sooner.
+	DefaultTTL = 30 * time.Second
+	// DefaultEvidenceTTL keeps a crashed run's evidence long enough for a
+	// reaper that runs at least hourly to count it.
+	DefaultEvidenceTTL = time.Hour
+	// DefaultMaxCrashes quarantines a job after three crashes in a row: one
+	// crash can be bad luck, three is a pattern worth a human's look.
+	DefaultMaxCrashes = 3
+	// maxDefaultGrace bounds the default SIGTERM-to-SIGKILL grace period: long
+	// enough for a clean shutdown, short enough that an operator's Ctrl-C
+	// takes effect promptly.
+	maxDefaultGrace = 10 * time.Second
+	// minEvidenceMargin is how much longer than the TTL the evidence must
+	// live, so that a reaper sees a crash before its evidence disappears.
+	minEvidenceMargin = time.Minute
+)
+
+// Config is one run's configuration. Zero durations take their defaults in
+// SetDefaults; Validate checks the timing rules of DESIGN §4.
+type Config struct {
+	Job      string
+	Command  []string
+	WorkerID string
+	Host     string
+	PID      int
+
+	TTL         time.Duration // liveness TTL
+	Heartbeat   time.Duration // renewal period; default TTL/3
+	Safety      time.Duration // kill this long after the last confirmed renewal's send time; default TTL/2
+	EvidenceTTL time.Duration
+	MaxCrashes  int
+	Grace       time.Duration // SIGTERM → SIGKILL; default min(10s, TTL)
+	MaxRuntime  time.Duration // 0: no limit
+	MinInterval time.Duration // 0: off
+	Wait        bool
+	WaitTimeout time.Duration // 0: wait for ever (with Wait)
+
+	// Interactive gives the child the terminal's foreground (stdin is a
+	// terminal).
+	Interactive bool
+}
+
+// ConfigError names the timing rule a Config breaks.
+type ConfigError struct{ Rule string }
+
+func (e *ConfigError) Error() string { return e.Rule }
+
+// SetDefaults fills the zero fields that have defaults.
+func (c *Config) SetDefaults() {
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = c.TTL / 3
+	}
+	if c.Safety == 0 {
+		c.Safety = c.TTL / 2
+	}
+	if c.EvidenceTTL == 0 {
+		c.EvidenceTTL = DefaultEvidenceTTL
+	}
+	if c.MaxCrashes == 0 {
+		c.MaxCrashes = DefaultMaxCrashes
+	}
+	if c.Grace == 0 {
+		c.Grace = min(maxDefaultGrace, c.TTL)
+	}
+	if c.WaitTimeout > 0 {
+		c.Wait = true
+	}
+}
+
+// Validate checks the job ID, the command and the timing rules, returning a
+// *ConfigError (or *leasestore.InvalidJobIDError) naming the first rule
+// broken. Call SetDefaults first.
+func (c *Config) Validate() error {
+	if err := leasestore.ValidateJobID(c.Job); err != nil {
+		return err
+	}
+	if len(c.Command) == 0 || c.Command[0] == "" {
+		return &ConfigError{"no command to run: give it after --, as in: leasectl run --job ID -- CMD [ARGS...]"}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"--ttl", c.TTL}, {"--heartbeat", c.Heartbeat}, {"--safety", c.Safety},
+		{"--evidence-ttl", c.EvidenceTTL}, {"--grace", c.Grace},
+		{"--max-runtime", c.MaxRuntime}, {"--min-interval", c.MinInterval}, {"--wait-timeout", c.WaitTimeout},
+	} {
+		if d.v < 0 {
+			return &ConfigError{fmt.Sprintf("%s must be positive, got %s", d.name, d.v)}
+		}
+	}
+	switch {
+	case c.Heartbeat*3 > c.TTL:
+		return &ConfigError{fmt.Sprintf("--heartbeat %s must be at most --ttl/3 (%s)", c.Heartbeat, c.TTL/3)}
+	case c.Safety <= c.Heartbeat:
+		return &ConfigError{fmt.Sprintf("--safety %s must be longer than --heartbeat %s", c.Safety, c.Heartbeat)}
+	case c.Safety >= c.TTL:
+		return &ConfigError{fmt.Sprintf("--safety %s must be shorter than --ttl %s, so the child dies before the lease can expire", c.Safety, c.TTL)}
+	case c.Grace > c.TTL:
+		return &ConfigError{fmt.Sprintf("--grace %s must be at most --ttl %s", c.Grace, c.TTL)}
+	case c.EvidenceTTL <= c.TTL+minEvidenceMargin:
+		return &ConfigError{fmt.Sprintf("--evidence-ttl %s must be longer than --ttl + 1m (%s)", c.EvidenceTTL, c.TTL+minEvidenceMargin)}
+	case c.MaxCrashes < 2:
+		return &ConfigError{fmt.Sprintf("--max-crashes %d must be at least 2", c.MaxCrashes)}
+	}
+	return nil
+}
+
+// IsConfigError reports whether err is a usage error found by Validate.
+func IsConfigError(err error) bool {
+	var ce *ConfigError
+	var ie *leasestore.InvalidJobIDError
+	return errors.As(err, &ce) || errors.As(err, &ie)
+}
