@@ -267,9 +267,9 @@ type harness struct {
 	started chan *fakeChild
 	// startErr, when set, is what starting the command fails with.
 	startErr error
-	held    chan *leasestore.HeldError
-	result  chan runResult
-	cfg     Config
+	held     chan *leasestore.HeldError
+	result   chan runResult
+	cfg      Config
 }
 
 type runResult struct {
@@ -336,11 +336,13 @@ func (h *harness) start() {
 	}()
 }
 
-// waitStarted waits for the child to start.
+// waitStarted waits for the child to start and the supervisor's loop to
+// set its timers (the heartbeat timer is the last one it sets).
 func (h *harness) waitStarted() *fakeChild {
 	h.t.Helper()
 	select {
 	case c := <-h.started:
+		h.clock.awaitTimer(h.clock.Now().Add(h.cfg.Heartbeat))
 		return c
 	case r := <-h.result:
 		h.t.Fatalf("run ended before the child started: %+v", r)

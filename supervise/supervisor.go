@@ -260,15 +260,15 @@ func (r *run) supervise(sent time.Time) (Ending, error) {
 func (r *run) loop() Ending {
 	clock := r.s.Clock
 	r.renewDone = make(chan renewResult, 1)
-	deadlineT := clock.NewTimer(r.deadline.Sub(clock.Now()))
-	defer deadlineT.Stop()
-	beatT := clock.NewTimer(r.cfg.Heartbeat)
-	defer beatT.Stop()
 	var graceT, maxT Timer
 	if r.cfg.MaxRuntime > 0 {
 		maxT = clock.NewTimer(r.cfg.MaxRuntime)
 		defer maxT.Stop()
 	}
+	deadlineT := clock.NewTimer(r.deadline.Sub(clock.Now()))
+	defer deadlineT.Stop()
+	beatT := clock.NewTimer(r.cfg.Heartbeat)
+	defer beatT.Stop()
 	for {
 		select {
 		case exit := <-r.child.Done():
