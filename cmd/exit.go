@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/supervise"
 )
 
 // Exit codes (DESIGN §3). They are decided here and nowhere else.
@@ -19,9 +20,7 @@ const (
 	exitQuarantined = 76  // the job is quarantined
 	exitMaxRuntime  = 124 // --max-runtime passed (like timeout(1))
 	exitLeaseLost   = 125 // the lease was lost; the child was killed
-	exitNotExec     = 126 // the command is not executable
-	exitNotFound    = 127 // the command was not found
-	exitSignalBase  = 128 // 128+N: the child died of signal N
+	exitSignalBase  = 128 // 128+N: the child died of signal N, or a signal ended the wait
 )
 
 // exitError carries an exit code chosen by a command, with an optional
@@ -57,7 +56,7 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &idErr):
+	case errors.As(err, &idErr), supervise.IsConfigError(err):
 		return exitUsage
 	case errors.As(err, &qErr):
 		return exitQuarantined
@@ -82,6 +81,23 @@ func isCobraUsage(err error) bool {
 		}
 	}
 	return false
+}
+
+// runExitCode is the exit code of a run that got past the wait for its
+// lease (DESIGN §3).
+func runExitCode(e supervise.Ending) int {
+	switch e.Reason {
+	case supervise.Interrupted:
+		return exitSignalBase + int(e.Signal)
+	case supervise.NotStarted:
+		return e.Start.Code
+	case supervise.LeaseLost:
+		return exitLeaseLost
+	case supervise.MaxRuntime:
+		return exitMaxRuntime
+	default:
+		return e.Exit.ExitCode()
+	}
 }
 
 // reportError prints err as one line on stderr, unless its message is empty,

@@ -101,6 +101,8 @@ func (f *Factory) Logger() (zerolog.Logger, error) {
 	default:
 		return zerolog.Nop(), usageError(fmt.Errorf("invalid --log-format %q: use auto, console or json", f.Globals.LogFormat))
 	}
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+	zerolog.DurationFieldUnit = time.Millisecond
 	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 }
 
@@ -131,7 +133,14 @@ with --store redis://host:6379 for many hosts.`,
 
 	root.AddCommand(
 		NewCmdVersion(f),
+		NewCmdRun(f, nil),
+		NewCmdWatchdog(f),
 		NewCmdMan(),
+		NewCmdScan(f, nil),
+		NewCmdQuarantine(f),
+		NewCmdStatus(f, nil),
+		NewCmdLs(f, nil),
+		NewCmdToken(f),
 	)
 	addCompletion(root, f.IO.Out)
 	return root
