@@ -1,0 +1,114 @@
+-- Helpers shared by every script: redis.go prepends this file (and the
+-- HISTORY_LIMIT constant) to each script's own file before hashing it, so
+-- each script stays one self-contained EVAL body.
+--
+-- Layout (see redis.go for the memory reasoning):
+--   <ns>:{<job>}:e  evidence: one string, fields joined by NUL; its Redis TTL
+--                   is the evidence TTL. Fields: holder, token, started (us),
+--                   evidence ttl (ms), max crashes, attempt, ttl (ms), host,
+--                   pid, then one field per command argument.
+--   <ns>:{<job>}:r  record: a small hash (see the field names below).
+--   <ns>:{<job>}:h  history: a list of packed events, oldest first.
+--   <ns>:{<job>}:n  the job's release notification channel.
+--   <ns>:live       index: job -> liveness expiry (us). The score IS the
+--                   liveness: a job is live while its score is in the future
+--                   and its evidence is there.
+--   <ns>:quarantined  set of the quarantined jobs.
+-- NUL separates packed fields: it cannot occur in command-line arguments,
+-- host names or anything else leasectl takes from argv.
+--
+-- Record fields: t last token, a attempts, c consecutive crashes, m max
+-- crashes of the last run, lh/lo last holder/host, s last success (us),
+-- q/qr/qb/qc quarantine since (us)/reason/by/crashes, o/oe/og/od/or/ow/ot/of
+-- last outcome result/exit code/signal/duration (ns)/reason/worker/token/
+-- finished (us).
+
+local SEP = '\0'
+
+-- int formats an integral number in full (tostring would use an exponent).
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- now_us is the store's clock in microseconds since the Unix epoch.
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- split cuts a packed string at every NUL.
+local function split(s)
+  local out, i = {}, 1
+  while true do
+    local j = string.find(s, SEP, i, true)
+    if not j then
+      out[#out + 1] = string.sub(s, i)
+      return out
+    end
+    out[#out + 1] = string.sub(s, i, j - 1)
+    i = j + 1
+  end
+end
+
+-- job_keys names the keys of job in namespace ns.
+local function job_keys(ns, job)
+  local p = ns .. ':{' .. job .. '}:'
+  return {e = p .. 'e', r = p .. 'r', h = p .. 'h', n = p .. 'n',
+          idx = ns .. ':live', qs = ns .. ':quarantined'}
+end
+
+-- declared_keys is job_keys for a per-job script, whose KEYS are
+-- evidence, record, history, index, quarantine set (in that order).
+local function declared_keys(ns, job)
+  local k = job_keys(ns, job)
+  k.e, k.r, k.h, k.idx, k.qs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+  return k
+end
+
+-- liveness reports whether job's liveness is live at now, and its index
+-- score (the liveness expiry; false when the job is not in the index).
+local function liveness(k, job, now)
+  local score = redis.call('ZSCORE', k.idx, job)
+  if score and tonumber(score) > now then
+    return true, score
+  end
+  return false, score
+end
+
+-- event appends one packed event to the history, dropping the oldest.
+-- Kinds: a acquired, r released, c crashed, q quarantined, u released from
+-- quarantine, l lease lost.
+local function event(k, now, kind, worker, token, detail)
+  redis.call('RPUSH', k.h, kind .. SEP .. int(now) .. SEP .. worker .. SEP .. token .. SEP .. detail)
+  redis.call('LTRIM', k.h, -HISTORY_LIMIT, -1)
+end
+
+-- quarantine puts the job in quarantine (keeping the since of an existing
+-- quarantine) and records it in the history.
+local function quarantine(k, job, now, by, reason, worker, token)
+  local crashes = redis.call('HGET', k.r, 'c') or '0'
+  if redis.call('HEXISTS', k.r, 'q') == 0 then
+    redis.call('HSET', k.r, 'q', int(now))
+  end
+  redis.call('HSET', k.r, 'qr', reason, 'qb', by, 'qc', crashes)
+  redis.call('SADD', k.qs, job)
+  event(k, now, 'q', worker, token, 'by ' .. by .. ': ' .. reason)
+end
+
+-- consume_crash counts the crash of the run whose split evidence is f:
+-- crash count + 1, history, evidence and index entry gone, quarantine at
+-- the run's threshold, waiters woken. Returns the crash count and 1 when the
+-- job is quarantined afterwards, else 0.
+local function consume_crash(k, job, f, now, detail)
+  local crashes = redis.call('HINCRBY', k.r, 'c', 1)
+  event(k, now, 'c', f[1], f[2], detail)
+  redis.call('DEL', k.e)
+  redis.call('ZREM', k.idx, job)
+  local quarantined = redis.call('HEXISTS', k.r, 'q')
+  if quarantined == 0 and crashes >= tonumber(f[5]) then
+    quarantine(k, job, now, 'leasectl', int(crashes) .. ' consecutive crashes', f[1], f[2])
+    quarantined = 1
+  end
+  redis.call('PUBLISH', k.n, '')
+  return crashes, quarantined
+end

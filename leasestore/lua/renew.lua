@@ -1,0 +1,23 @@
+-- renew: extend a live lease (semantics.md, Renew).
+-- KEYS: evidence, record, history, index, quarantine set.
+-- ARGV: namespace, job, holder, token, ttl (ms).
+-- Returns 1 when renewed; 0 when the lease is lost (then, if the evidence
+-- still holds this token, a lease-lost event is recorded).
+local ns, job, holder, token, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
+local k = declared_keys(ns, job)
+local now = now_us()
+local ev = redis.call('GET', k.e)
+if not ev then
+  return 0
+end
+local f = split(ev)
+if f[2] ~= token then
+  return 0
+end
+if f[1] == holder and liveness(k, job, now) then
+  redis.call('ZADD', k.idx, now + ttl * 1000, job)
+  redis.call('PEXPIRE', k.e, f[4])
+  return 1
+end
+event(k, now, 'l', holder, token, 'renewal came after the lease expired')
+return 0
