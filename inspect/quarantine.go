@@ -63,13 +63,14 @@ func (p *Printer) Quarantine(st *leasestore.JobStatus) error {
 		})
 	}
 	fields := []field{
-		{"job", "job", textCell(q.Job)},
-		{"quarantined", "since", agoCell(q.Since, st.Now)},
-		{"by", "by", textCell(q.By)},
-		{"reason", "reason", textCell(q.Reason)},
-		{"crashes", "crashes", crashCount(q.Crashes, st.MaxCrashes)},
-		{"last worker", "last_worker", optional(q.LastHolder)},
-		{"last host", "last_host", optional(q.LastHost)},
+		{label: "job", key: "job", value: textCell(q.Job)},
+		{label: "quarantined", key: "since", value: agoCell(q.Since, st.Now)},
+		{label: "by", key: "by", value: textCell(q.By)},
+		{label: "reason", key: "reason", value: textCell(q.Reason)},
+		{label: "crashes", key: "crashes", value: crashCount(q.Crashes, st.MaxCrashes)},
+		{key: "max_crashes", value: intCell(int64(st.MaxCrashes))},
+		{label: "last worker", key: "last_worker", value: optional(q.LastHolder)},
+		{label: "last host", key: "last_host", value: optional(q.LastHost)},
 	}
 	return p.writeRecord(fields, st.History, st.Now)
 }

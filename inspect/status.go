@@ -19,46 +19,47 @@ func (p *Printer) Status(st *leasestore.JobStatus) error {
 	}
 	now := st.Now
 	fields := []field{
-		{"job", "job", textCell(st.Job)},
-		{"state", "state", stateCell(st.State)},
+		{label: "job", key: "job", value: textCell(st.Job)},
+		{label: "state", key: "state", value: stateCell(st.State)},
 	}
 	switch {
 	case st.Holder != nil:
 		h := st.Holder
 		fields = append(fields,
-			field{"holder", "worker", textCell(h.Worker)},
-			field{"host", "host", textCell(h.Host)},
-			field{"pid", "pid", intCell(int64(h.PID))},
-			field{"started", "started_at", agoCell(h.StartedAt, now)},
-			field{"token", "token", tokenCell(h.Token)},
-			field{"ttl left", "ttl_left", durationCell(max(h.ExpiresAt.Sub(now), 0))},
+			field{label: "holder", key: "worker", value: textCell(h.Worker)},
+			field{label: "host", key: "host", value: textCell(h.Host)},
+			field{label: "pid", key: "pid", value: intCell(int64(h.PID))},
+			field{label: "started", key: "started_at", value: agoCell(h.StartedAt, now)},
+			field{label: "token", key: "token", value: tokenCell(h.Token)},
+			field{label: "ttl left", key: "ttl_left", value: durationCell(max(h.ExpiresAt.Sub(now), 0))},
 		)
 	case st.Crashed != nil:
 		c := st.Crashed
 		fields = append(fields,
-			field{"crashed worker", "worker", textCell(c.Holder)},
-			field{"host", "host", textCell(c.Host)},
-			field{"pid", "pid", intCell(int64(c.PID))},
-			field{"started", "started_at", agoCell(c.StartedAt, now)},
-			field{"token", "token", tokenCell(c.Token)},
-			field{"stale for", "stale_for", durationCell(staleFor(c, now))},
+			field{label: "crashed worker", key: "worker", value: textCell(c.Holder)},
+			field{label: "host", key: "host", value: textCell(c.Host)},
+			field{label: "pid", key: "pid", value: intCell(int64(c.PID))},
+			field{label: "started", key: "started_at", value: agoCell(c.StartedAt, now)},
+			field{label: "token", key: "token", value: tokenCell(c.Token)},
+			field{label: "stale for", key: "stale_for", value: durationCell(staleFor(c, now))},
 		)
 	default:
-		fields = append(fields, field{"token", "token", tokenCell(st.LastToken)})
+		fields = append(fields, field{label: "token", key: "token", value: tokenCell(st.LastToken)})
 	}
 	fields = append(fields,
-		field{"crashes", "crashes", crashCount(st.Crashes, st.MaxCrashes)},
-		field{"attempts", "attempts", intCell(st.Attempts)},
+		field{label: "crashes", key: "crashes", value: crashCount(st.Crashes, st.MaxCrashes)},
+		field{key: "max_crashes", value: intCell(int64(st.MaxCrashes))},
+		field{label: "attempts", key: "attempts", value: intCell(st.Attempts)},
 	)
 	if q := st.Quarantine; q != nil {
 		fields = append(fields,
-			field{"quarantined", "quarantined_since", agoCell(q.Since, now)},
-			field{"by", "quarantined_by", textCell(q.By)},
-			field{"reason", "quarantine_reason", textCell(q.Reason)},
+			field{label: "quarantined", key: "quarantined_since", value: agoCell(q.Since, now)},
+			field{label: "by", key: "quarantined_by", value: textCell(q.By)},
+			field{label: "reason", key: "quarantine_reason", value: textCell(q.Reason)},
 		)
 	}
 	fields = append(fields, outcomeFields(st.LastOutcome, now)...)
-	fields = append(fields, field{"last success", "last_success", agoCell(st.LastSuccess, now)})
+	fields = append(fields, field{label: "last success", key: "last_success", value: agoCell(st.LastSuccess, now)})
 	return p.writeRecord(fields, st.History, now)
 }
 
@@ -80,7 +81,7 @@ func stateCell(s leasestore.State) cell {
 // after 4s: max-runtime, 3m ago"), piped as one key per value.
 func outcomeFields(o *leasestore.LastOutcome, now time.Time) []field {
 	if o == nil {
-		return []field{{"last run", "last_result", optional("")}}
+		return []field{{label: "last run", key: "last_result", value: optional("")}}
 	}
 	var b strings.Builder
 	b.WriteString(resultName(o.Result))
