@@ -41,10 +41,10 @@ completions:
 		$(GO) run . completion $$sh > gen/completions/leasectl.$$sh || exit 1; \
 	done
 
-# goreleaser v2.15.2 is the newest v2 that builds here: v2.15.3 and later need
-# go.digitalxero.dev/go-msix (not on our module proxy), v2.18 needs Go 1.27.
-# It is installed into bin/ on first use, never taken from PATH.
-GORELEASER_VERSION ?= v2.15.2
+# goreleaser v2.16.0 is the newest v2 that builds with our Go and module
+# proxy: v2.17 needs go.digitalxero.dev/go-msix (not on the proxy allowed
+# here), v2.18 needs Go 1.27. Installed into bin/ on first use, never from PATH.
+GORELEASER_VERSION ?= v2.16.0
 GORELEASER := $(CURDIR)/bin/goreleaser-$(GORELEASER_VERSION)/goreleaser
 
 $(GORELEASER):
