@@ -384,6 +384,11 @@ func (r *run) finish(exit Exit) Ending {
 		r.s.KillOrphans()
 	}
 	r.closeWatchdog()
+	if r.stopping == ChildExited && exit.Signal != 0 && !r.s.Clock.Now().Before(r.deadline) {
+		// Killed after the safety deadline passed: by the watchdog, which
+		// acted on the same deadline before this loop did.
+		r.stopping, r.detail = LeaseLost, fmt.Sprintf("lease lost: no renewal confirmed within --safety %s", r.cfg.Safety)
+	}
 	ending := Ending{Reason: r.stopping, Exit: exit, Lease: r.lease}
 	out := leasestore.Outcome{
 		ExitCode: exit.Code, Signal: int(exit.Signal),

@@ -362,3 +362,21 @@ func TestGrantAfterTheSafetyWindowIsNotUsed(t *testing.T) {
 	default:
 	}
 }
+
+func TestWatchdogKillAtTheDeadlineIsALostLeaseNotACrash(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	h.waitStarted()
+	h.clock.Advance(testHeartbeat)
+	h.nextRenew() // hangs
+	// The watchdog kills the group at the deadline; the child's exit reaches
+	// the loop before its own deadline timer does.
+	h.clock.mu.Lock()
+	h.clock.now = h.clock.now.Add(testSafety - testHeartbeat)
+	h.clock.mu.Unlock()
+	ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL})
+	if ending.Reason != LeaseLost || out.Result != leasestore.ResultFailed {
+		t.Errorf("ending %v outcome %v, want LeaseLost and failed, not a crash", ending.Reason, out.Result)
+	}
+}

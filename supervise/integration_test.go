@@ -1,0 +1,561 @@
+package supervise_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"github.com/leasectl/leasectl/internal/redistest"
+	"github.com/leasectl/leasectl/internal/testenv"
+)
+
+// These tests drive the built binary against a real redis-server that
+// TestMain starts on a free loopback port.
+
+var (
+	redisSrv *redistest.Server
+	binary   string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	var err error
+	if binary, err = testenv.Leasectl(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer testenv.Cleanup()
+	if redisSrv, err = redistest.Start(redistest.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer redisSrv.Stop()
+	return m.Run()
+}
+
+// hangGuard only catches hangs; timing assertions use their own bounds.
+const hangGuard = 20 * time.Second
+
+// leasectl returns a command running the binary against srv (nil: the
+// embedded store in a fresh folder) in a namespace of the test's own.
+func leasectl(t *testing.T, srv *redistest.Server, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	env := append(os.Environ(),
+		"LEASECTL_NAMESPACE=t-"+strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()),
+		"LEASECTL_LOG_FORMAT=json",
+		"XDG_STATE_HOME="+stateDir(t),
+	)
+	if srv != nil {
+		env = append(env, "LEASECTL_STORE="+srv.URL)
+	} else {
+		env = append(env, "LEASECTL_STORE=")
+	}
+	cmd.Env = env
+	return cmd
+}
+
+var stateDirs = map[string]string{}
+
+// stateDir is the test's embedded store folder, the same for every call in
+// one test.
+func stateDir(t *testing.T) string {
+	if d, ok := stateDirs[t.Name()]; ok {
+		return d
+	}
+	d := t.TempDir()
+	stateDirs[t.Name()] = d
+	return d
+}
+
+// exitCode runs cmd to completion and returns its exit code.
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	var stderr bytes.Buffer
+	if cmd.Stderr == nil {
+		cmd.Stderr = &stderr
+	}
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		t.Logf("%v → %d; stderr: %s", cmd.Args[1:], cmd.ProcessState.ExitCode(), lastLine(stderr.String()))
+		return cmd.ProcessState.ExitCode()
+	case <-time.After(hangGuard):
+		cmd.Process.Kill()
+		t.Fatalf("%v hung", cmd.Args)
+		return -1
+	}
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
+// running is a leasectl process whose child reports on stdout, one line per
+// event ("pid N", "gc N", "ready", ...).
+type running struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	lines chan string // the child's stdout
+	logs  chan string // leasectl's stderr
+	done  chan struct{}
+}
+
+func start(t *testing.T, cmd *exec.Cmd) *running {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errOut, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &running{t: t, cmd: cmd, lines: make(chan string, 64), logs: make(chan string, 256), done: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(errOut)
+		for sc.Scan() {
+			t.Logf("leasectl[%d]: %s", cmd.Process.Pid, sc.Text())
+			select {
+			case r.logs <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			r.lines <- sc.Text()
+		}
+		close(r.lines)
+		cmd.Wait()
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Process.Signal(syscall.SIGCONT)
+		<-r.done
+	})
+	return r
+}
+
+// expect waits for the child's next line, which must start with prefix, and
+// returns the rest and when it was read.
+func (r *running) expect(prefix string) (string, time.Time) {
+	r.t.Helper()
+	select {
+	case line, ok := <-r.lines:
+		if !ok {
+			r.t.Fatalf("output ended waiting for %q", prefix)
+		}
+		if !strings.HasPrefix(line, prefix) {
+			r.t.Fatalf("child said %q, want %q", line, prefix)
+		}
+		return strings.TrimSpace(strings.TrimPrefix(line, prefix)), time.Now()
+	case <-time.After(hangGuard):
+		r.t.Fatalf("no %q from the child", prefix)
+	}
+	return "", time.Time{}
+}
+
+// pid waits for a "<prefix> N" line and returns N.
+func (r *running) pid(prefix string) int {
+	r.t.Helper()
+	s, _ := r.expect(prefix + " ")
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		r.t.Fatalf("bad pid line %q", s)
+	}
+	return n
+}
+
+func (r *running) exitCode() int {
+	r.t.Helper()
+	select {
+	case <-r.done:
+		return r.cmd.ProcessState.ExitCode()
+	case <-time.After(hangGuard):
+		r.t.Fatal("leasectl did not exit")
+		return -1
+	}
+}
+
+// expectLog waits for a log line of leasectl containing msg.
+func (r *running) expectLog(msg string) {
+	r.t.Helper()
+	timeout := time.After(hangGuard)
+	for {
+		select {
+		case line := <-r.logs:
+			if strings.Contains(line, msg) {
+				return
+			}
+		case <-timeout:
+			r.t.Fatalf("leasectl never logged %q", msg)
+		}
+	}
+}
+
+// deathTime waits for process pid to exit and returns when it did, using a
+// pidfd (an event, not polling).
+func deathTime(t *testing.T, pid int) time.Time {
+	t.Helper()
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return time.Now()
+	}
+	if err != nil {
+		t.Fatalf("pidfd_open(%d): %v", pid, err)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, int(hangGuard/time.Millisecond))
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("poll pidfd: %v", err)
+		}
+		if n == 0 {
+			t.Fatalf("process %d still alive after %s", pid, hangGuard)
+		}
+		return time.Now()
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+// Timing of the fault tests: short enough to keep the suite fast, long
+// enough that a loaded machine does not miss heartbeats.
+const (
+	ttl       = 2 * time.Second
+	heartbeat = 300 * time.Millisecond
+	safety    = time.Second
+)
+
+func timing() []string {
+	return []string{"--ttl", ttl.String(), "--heartbeat", heartbeat.String(), "--safety", safety.String()}
+}
+
+// childScript reports the child's pid and a backgrounded grandchild's, then
+// waits.
+const childScript = `echo pid $$; sleep 1000 & echo gc $!; wait`
+
+func TestFrozenRedisKillsTheChildWithinTheSafetyWindow(t *testing.T) {
+	srv, err := redistest.Start(redistest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	r := start(t, leasectl(t, srv, append([]string{"run", "--job", "frozen"}, append(timing(), "--", "sh", "-c", childScript)...)...))
+	pid := r.pid("pid")
+	r.pid("gc")
+	// Let a few renewals through, then freeze: the last confirmed renewal
+	// was sent before this instant.
+	time.Sleep(2 * heartbeat)
+	frozenAt := time.Now()
+	if err := srv.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Thaw()
+	died := deathTime(t, pid)
+	latency := died.Sub(frozenAt)
+	t.Logf("child died %s after the freeze (safety %s)", latency, safety)
+	if latency > safety+50*time.Millisecond {
+		t.Errorf("child died %s after the freeze, want within safety + 50ms = %s", latency, safety+50*time.Millisecond)
+	}
+	if code := r.exitCode(); code != 125 {
+		t.Errorf("exit code %d, want 125 (lease lost)", code)
+	}
+}
+
+func TestSupervisorSIGKILLedLeavesNoOrphans(t *testing.T) {
+	r := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "killed"}, append(timing(), "--", "sh", "-c", childScript)...)...))
+	pid, gc := r.pid("pid"), r.pid("gc")
+	killedAt := time.Now()
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []int{pid, gc} {
+		if d := deathTime(t, p).Sub(killedAt); d > safety {
+			t.Errorf("process %d outlived its SIGKILLed supervisor by %s, want within the safety window %s", p, d, safety)
+		} else {
+			t.Logf("process %d died %s after the supervisor", p, d)
+		}
+	}
+}
+
+func TestSupervisorSIGSTOPpedIsFencedBeforeTheWaiterStarts(t *testing.T) {
+	holder := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "stopped"}, append(timing(), "--", "sh", "-c", childScript)...)...))
+	pid, gc := holder.pid("pid"), holder.pid("gc")
+	waiter := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "stopped", "--wait"}, append(timing(), "--", "sh", "-c", "echo started; exec sleep 1000")...)...))
+	stoppedAt := time.Now()
+	if err := holder.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	childDied := deathTime(t, pid)
+	gcDied := deathTime(t, gc)
+	_, started := waiter.expect("started")
+	t.Logf("child died %s after SIGSTOP; waiter's child started %s after SIGSTOP", childDied.Sub(stoppedAt), started.Sub(stoppedAt))
+	if d := childDied.Sub(stoppedAt); d > safety+50*time.Millisecond {
+		t.Errorf("child of the stopped supervisor died %s later, want within the safety window", d)
+	}
+	if !started.After(childDied) || !started.After(gcDied) {
+		t.Errorf("waiter's child started before the stopped holder's group died")
+	}
+	if alive(gc) {
+		t.Errorf("grandchild %d still alive", gc)
+	}
+}
+
+func TestHandoffWithWait(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		srv  *redistest.Server
+	}{{"redis", redisSrv}, {"embedded", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			release, releaseW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer releaseW.Close()
+			hcmd := leasectl(t, tc.srv, "run", "--job", "handoff", "--", "sh", "-c", "echo started; read x; echo ending")
+			hcmd.Stdin = release
+			holder := start(t, hcmd)
+			release.Close()
+			holder.expect("started")
+			waiter := start(t, leasectl(t, tc.srv, "--log-level", "debug", "run", "--job", "handoff", "--wait", "--", "sh", "-c", "echo started"))
+			waiter.expectLog("lease held; waiting")
+			io.WriteString(releaseW, "go\n")
+			_, ended := holder.expect("ending")
+			_, started := waiter.expect("started")
+			t.Logf("handoff on %s: %s from the holder's last line to the waiter's first", tc.name, started.Sub(ended))
+			if c := holder.exitCode(); c != 0 {
+				t.Errorf("holder exit %d", c)
+			}
+			if c := waiter.exitCode(); c != 0 {
+				t.Errorf("waiter exit %d", c)
+			}
+		})
+	}
+}
+
+func TestSIGTERMIsForwardedAndTheChildsCodeReturned(t *testing.T) {
+	r := start(t, leasectl(t, redisSrv, "run", "--job", "term", "--", "sh", "-c", `trap 'echo got-term; exit 42' TERM; echo ready; sleep 1000 & wait`))
+	r.expect("ready")
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r.expect("got-term")
+	if code := r.exitCode(); code != 42 {
+		t.Errorf("exit code %d, want the child's own 42", code)
+	}
+}
+
+func TestSignalWhileWaitingEndsTheWaitCleanly(t *testing.T) {
+	holder := start(t, leasectl(t, redisSrv, "run", "--job", "waitsig", "--", "sh", "-c", "echo started; exec sleep 1000"))
+	holder.expect("started")
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		waiter := start(t, leasectl(t, redisSrv, "--log-level", "debug", "run", "--job", "waitsig", "--wait", "--", "sh", "-c", "echo started"))
+		waiter.expectLog("lease held; waiting")
+		waiter.cmd.Process.Signal(sig)
+		if code := waiter.exitCode(); code != 128+int(sig) {
+			t.Errorf("waiter ended by %s exited %d, want %d", sig, code, 128+int(sig))
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "not-exec.sh")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\necho hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		srv  *redistest.Server
+	}{{"redis", redisSrv}, {"embedded", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(args ...string) int {
+				t.Helper()
+				return exitCode(t, leasectl(t, tc.srv, args...))
+			}
+			cases := []struct {
+				name string
+				args []string
+				want int
+			}{
+				{"success", []string{"run", "--job", "codes", "--", "true"}, 0},
+				{"child's own code", []string{"run", "--job", "codes", "--", "sh", "-c", "exit 3"}, 3},
+				{"child killed by a signal", []string{"run", "--job", "codes-sig", "--", "sh", "-c", "kill -SEGV $$"}, 128 + int(syscall.SIGSEGV)},
+				{"bad flag", []string{"run", "--job", "codes", "--bogus", "--", "true"}, 64},
+				{"bad job ID", []string{"run", "--job", "a b", "--", "true"}, 64},
+				{"bad duration relation", []string{"run", "--job", "codes", "--ttl", "3s", "--heartbeat", "2s", "--", "true"}, 64},
+				{"non-positive duration", []string{"run", "--job", "codes", "--grace", "0s", "--", "true"}, 64},
+				{"missing --", []string{"run", "--job", "codes", "true"}, 64},
+				{"empty command", []string{"run", "--job", "codes", "--"}, 64},
+				{"max-runtime", []string{"run", "--job", "codes", "--max-runtime", "200ms", "--", "sleep", "10"}, 124},
+				{"not executable", []string{"run", "--job", "codes", "--", notExec}, 126},
+				{"not found", []string{"run", "--job", "codes", "--", "no-such-command-leasectl"}, 127},
+				{"free again after 127", []string{"run", "--job", "codes", "--", "true"}, 0},
+				{"min-interval skip", []string{"run", "--job", "codes", "--min-interval", "1h", "--", "false"}, 0},
+			}
+			for _, c := range cases {
+				if got := run(c.args...); got != c.want {
+					t.Errorf("%s: exit %d, want %d", c.name, got, c.want)
+				}
+			}
+
+			holder := start(t, leasectl(t, tc.srv, "run", "--job", "codes-held", "--", "sh", "-c", "echo started; exec sleep 1000"))
+			holder.expect("started")
+			if got := run("run", "--job", "codes-held", "--", "true"); got != 75 {
+				t.Errorf("held: exit %d, want 75", got)
+			}
+			if got := run("run", "--job", "codes-held", "--conflict-exit-code", "9", "--", "true"); got != 9 {
+				t.Errorf("held with --conflict-exit-code 9: exit %d, want 9", got)
+			}
+			if got := run("run", "--job", "codes-held", "--wait-timeout", "300ms", "--", "true"); got != 75 {
+				t.Errorf("--wait-timeout passed: exit %d, want 75", got)
+			}
+
+			for i := 0; i < 2; i++ { // the SEGV above was the first crash; two more quarantine at 3
+				run("run", "--job", "codes-sig", "--", "sh", "-c", "kill -SEGV $$")
+			}
+			if got := run("run", "--job", "codes-sig", "--", "true"); got != 76 {
+				t.Errorf("quarantined: exit %d, want 76", got)
+			}
+		})
+	}
+	if got := exitCode(t, leasectl(t, nil, "--store", "redis://127.0.0.1:1", "run", "--job", "codes", "--", "true")); got != 69 {
+		t.Errorf("store unreachable: exit %d, want 69", got)
+	}
+}
+
+func TestLeaseLostExitCode(t *testing.T) {
+	// Covered with a frozen Redis in TestFrozenRedisKillsTheChildWithinTheSafetyWindow;
+	// here the store loses the lease outright: another holder takes over
+	// after the data is wiped, and renewal answers "not the holder".
+	srv, err := redistest.Start(redistest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	r := start(t, leasectl(t, srv, append([]string{"run", "--job", "lost"}, append(timing(), "--", "sh", "-c", childScript)...)...))
+	pid := r.pid("pid")
+	if _, err := srv.Do("FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	deathTime(t, pid)
+	if code := r.exitCode(); code != 125 {
+		t.Errorf("exit code %d, want 125", code)
+	}
+}
+
+func TestTenMegabytesOfStdoutByteForByte(t *testing.T) {
+	data := make([]byte, 10<<20)
+	rand.Read(data)
+	src := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(src, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := leasectl(t, redisSrv, "run", "--job", "stdout", "--", "cat", src)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if !bytes.Equal(out.Bytes(), data) {
+		t.Fatalf("stdout differs: got %d bytes, want %d", out.Len(), len(data))
+	}
+}
+
+func TestStdinReachesTheChild(t *testing.T) {
+	cmd := leasectl(t, redisSrv, "run", "--job", "stdin", "--", "cat")
+	cmd.Stdin = strings.NewReader("to the child\n")
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if code := exitCode(t, cmd); code != 0 || out.String() != "to the child\n" {
+		t.Fatalf("exit %d, stdout %q; want 0 and the input", code, out.String())
+	}
+}
+
+func TestInteractiveChildGetsTheTerminal(t *testing.T) {
+	cmd := leasectl(t, redisSrv, "--log-level", "warn", "run", "--job", "tty", "--", "sh", "-c", `read line; echo "got:$line"`)
+	ptmx, err := pty.Start(cmd) // the pty is leasectl's controlling terminal
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	if _, err := ptmx.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(ptmx)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	timeout := time.After(hangGuard)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("terminal closed before the child answered; saw %q", seen.String())
+			}
+			seen.WriteString(l + "\n")
+			if strings.Contains(l, "got:hello") {
+				if err := <-done; err != nil {
+					t.Fatalf("leasectl: %v", err)
+				}
+				return
+			}
+		case <-timeout:
+			cmd.Process.Kill()
+			t.Fatalf("the interactive child never read the terminal (stopped by SIGTTIN?); saw %q", seen.String())
+		}
+	}
+}
