@@ -16,7 +16,7 @@ func TestNewCmdLs(t *testing.T) {
 		{argv: []string{"extra"}, wantCode: exitUsage},
 	} {
 		var got *LsOptions
-		code := execute(NewCmdLs(testFactory(), func(o *LsOptions) error { got = o; return nil }), tc.argv...)
+		code := executeArgs(NewCmdLs(testFactory(), func(o *LsOptions) error { got = o; return nil }), tc.argv...)
 		if code != tc.wantCode {
 			t.Errorf("ls %q: exit %d, want %d", tc.argv, code, tc.wantCode)
 			continue

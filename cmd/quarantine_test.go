@@ -44,7 +44,7 @@ func TestNewCmdQuarantine(t *testing.T) {
 		}
 		group.AddCommand(NewCmdQuarantineList(f, capture), NewCmdQuarantineShow(f, capture),
 			NewCmdQuarantineRelease(f, capture), NewCmdQuarantineAdd(f, capture))
-		code := execute(group, tc.argv...)
+		code := executeArgs(group, tc.argv...)
 		if code != tc.wantCode {
 			t.Errorf("quarantine %q: exit %d, want %d", tc.argv, code, tc.wantCode)
 			continue

@@ -40,7 +40,7 @@ func TestNewCmdScan(t *testing.T) {
 		{argv: []string{"now"}, wantCode: exitUsage},
 	} {
 		var got *ScanOptions
-		code := execute(NewCmdScan(testFactory(), func(o *ScanOptions) error { got = o; return nil }), tc.argv...)
+		code := executeArgs(NewCmdScan(testFactory(), func(o *ScanOptions) error { got = o; return nil }), tc.argv...)
 		if code != tc.wantCode {
 			t.Errorf("scan %q: exit %d, want %d", tc.argv, code, tc.wantCode)
 			continue

@@ -17,10 +17,10 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/ with the current output")
+var updateGolden = flag.Bool("update", false, "rewrite the golden files in testdata/ with the current output")
 
-// now is the fixed clock of the on-call command tests.
-var now = time.Date(2026, 3, 1, 2, 14, 7, 0, time.UTC)
+// oncallNow is the fixed clock of the on-call command tests.
+var oncallNow = time.Date(2026, 3, 1, 2, 14, 7, 0, time.UTC)
 
 // stubStore answers with canned data and records the operator actions it
 // receives; every call fails with err when it is set.
@@ -90,7 +90,7 @@ func (s *stubStore) Status(_ context.Context, job string) (*leasestore.JobStatus
 	if st := s.statuses[job]; st != nil {
 		return st, nil
 	}
-	return &leasestore.JobStatus{Job: job, State: leasestore.StateIdle, Now: now}, nil
+	return &leasestore.JobStatus{Job: job, State: leasestore.StateIdle, Now: oncallNow}, nil
 }
 
 func (s *stubStore) Leases(context.Context) ([]leasestore.Holder, error) { return s.leases, s.err }
@@ -123,19 +123,19 @@ var unavailable = &leasestore.UnavailableError{Op: "scan", Err: errors.New("dial
 func sampleStore() *stubStore {
 	running := &leasestore.Holder{
 		Job: "nightly-report", Worker: "db-1:4242:a1b2c3", Host: "db-1", PID: 4242, Token: 1772331247000001, Attempt: 17,
-		Command: []string{"./report.sh", "--full"}, StartedAt: now.Add(-3*time.Minute - 12*time.Second), ExpiresAt: now.Add(21*time.Second + 500*time.Millisecond),
+		Command: []string{"./report.sh", "--full"}, StartedAt: oncallNow.Add(-3*time.Minute - 12*time.Second), ExpiresAt: oncallNow.Add(21*time.Second + 500*time.Millisecond),
 	}
 	backup := leasestore.Holder{
 		Job: "backup/db", Worker: "db-2:77:ffee01", Host: "db-2", PID: 77, Token: 1772330000000042, Attempt: 3,
-		Command: []string{"pg_dump", "main"}, StartedAt: now.Add(-2*time.Hour - 5*time.Minute), ExpiresAt: now.Add(850 * time.Millisecond),
+		Command: []string{"pg_dump", "main"}, StartedAt: oncallNow.Add(-2*time.Hour - 5*time.Minute), ExpiresAt: oncallNow.Add(850 * time.Millisecond),
 	}
 	history := []leasestore.Event{
-		{At: now.Add(-26 * time.Hour), Kind: leasestore.EventAcquired, Worker: "db-1:4100:9f9f9f", Token: 1772240000000001},
-		{At: now.Add(-26*time.Hour + 72*time.Second), Kind: leasestore.EventReleased, Worker: "db-1:4100:9f9f9f", Token: 1772240000000001, Detail: "completed exit 0 after 1m12s"},
+		{At: oncallNow.Add(-26 * time.Hour), Kind: leasestore.EventAcquired, Worker: "db-1:4100:9f9f9f", Token: 1772240000000001},
+		{At: oncallNow.Add(-26*time.Hour + 72*time.Second), Kind: leasestore.EventReleased, Worker: "db-1:4100:9f9f9f", Token: 1772240000000001, Detail: "completed exit 0 after 1m12s"},
 		{At: running.StartedAt, Kind: leasestore.EventAcquired, Worker: running.Worker, Token: running.Token},
 	}
 	quarantine := leasestore.Quarantine{
-		Job: "billing-sync", Crashes: 3, Since: now.Add(-42 * time.Minute), Reason: "3 consecutive crashes", By: "leasectl",
+		Job: "billing-sync", Crashes: 3, Since: oncallNow.Add(-42 * time.Minute), Reason: "3 consecutive crashes", By: "leasectl",
 		LastHolder: "app-3:901:0c0ffe", LastHost: "app-3",
 	}
 	return &stubStore{
@@ -143,53 +143,53 @@ func sampleStore() *stubStore {
 		crashes: []leasestore.Crash{
 			{
 				Job: "etl:orders", Holder: "app-1:3131:beef01", Host: "app-1", PID: 3131, Token: 1772331000000007,
-				Command: []string{"etl", "orders"}, StartedAt: now.Add(-5*time.Minute - 12*time.Second),
-				StaleSince: now.Add(-42*time.Second - 500*time.Millisecond), DetectedAt: now, Crashes: 1,
+				Command: []string{"etl", "orders"}, StartedAt: oncallNow.Add(-5*time.Minute - 12*time.Second),
+				StaleSince: oncallNow.Add(-42*time.Second - 500*time.Millisecond), DetectedAt: oncallNow, Crashes: 1,
 			},
 			{
 				Job: "billing-sync", Holder: "app-3:901:0c0ffe", Host: "app-3", PID: 901, Token: 1772330999000003,
-				Command: []string{"billing", "sync"}, StartedAt: now.Add(-time.Hour),
-				StaleSince: now.Add(-9*time.Minute - 3*time.Second), DetectedAt: now, Crashes: 3, Quarantined: true,
+				Command: []string{"billing", "sync"}, StartedAt: oncallNow.Add(-time.Hour),
+				StaleSince: oncallNow.Add(-9*time.Minute - 3*time.Second), DetectedAt: oncallNow, Crashes: 3, Quarantined: true,
 			},
 		},
 		quarantined: []leasestore.Quarantine{
 			quarantine,
-			{Job: "legacy-export", Since: now.Add(-50 * time.Hour), Reason: "upstream API returns garbage (INC-1234)", By: "alice@ops-1"},
+			{Job: "legacy-export", Since: oncallNow.Add(-50 * time.Hour), Reason: "upstream API returns garbage (INC-1234)", By: "alice@ops-1"},
 		},
 		leases: []leasestore.Holder{backup, *running},
 		statuses: map[string]*leasestore.JobStatus{
 			"nightly-report": {
-				Job: "nightly-report", State: leasestore.StateRunning, Now: now, Holder: running,
+				Job: "nightly-report", State: leasestore.StateRunning, Now: oncallNow, Holder: running,
 				LastToken: running.Token, Attempts: 17, Crashes: 1, MaxCrashes: 3,
 				LastOutcome: &leasestore.LastOutcome{
 					Outcome: leasestore.Outcome{Result: leasestore.ResultCompleted, Duration: 72 * time.Second},
-					Worker:  "db-1:4100:9f9f9f", Token: 1772240000000001, FinishedAt: now.Add(-26*time.Hour + 72*time.Second),
+					Worker:  "db-1:4100:9f9f9f", Token: 1772240000000001, FinishedAt: oncallNow.Add(-26*time.Hour + 72*time.Second),
 				},
-				LastSuccess: now.Add(-26*time.Hour + 72*time.Second),
+				LastSuccess: oncallNow.Add(-26*time.Hour + 72*time.Second),
 				History:     history,
 			},
 			"etl:orders": {
-				Job: "etl:orders", State: leasestore.StateCrashed, Now: now,
+				Job: "etl:orders", State: leasestore.StateCrashed, Now: oncallNow,
 				Crashed: &leasestore.Crash{
 					Job: "etl:orders", Holder: "app-1:3131:beef01", Host: "app-1", PID: 3131, Token: 1772331000000007,
-					Command: []string{"etl", "orders"}, StartedAt: now.Add(-5*time.Minute - 12*time.Second),
-					StaleSince: now.Add(-42*time.Second - 500*time.Millisecond),
+					Command: []string{"etl", "orders"}, StartedAt: oncallNow.Add(-5*time.Minute - 12*time.Second),
+					StaleSince: oncallNow.Add(-42*time.Second - 500*time.Millisecond),
 				},
 				LastToken: 1772331000000007, Attempts: 4, Crashes: 0, MaxCrashes: 3,
 				LastOutcome: &leasestore.LastOutcome{
 					Outcome: leasestore.Outcome{Result: leasestore.ResultFailed, ExitCode: -1, Signal: 15, Duration: 4*time.Second + 200*time.Millisecond, Reason: "max-runtime"},
-					Worker:  "app-1:2999:aaaa01", Token: 1772330000000005, FinishedAt: now.Add(-3 * time.Hour),
+					Worker:  "app-1:2999:aaaa01", Token: 1772330000000005, FinishedAt: oncallNow.Add(-3 * time.Hour),
 				},
 				History: []leasestore.Event{
-					{At: now.Add(-5*time.Minute - 12*time.Second), Kind: leasestore.EventAcquired, Worker: "app-1:3131:beef01", Token: 1772331000000007},
+					{At: oncallNow.Add(-5*time.Minute - 12*time.Second), Kind: leasestore.EventAcquired, Worker: "app-1:3131:beef01", Token: 1772331000000007},
 				},
 			},
 			"billing-sync": {
-				Job: "billing-sync", State: leasestore.StateQuarantined, Now: now,
+				Job: "billing-sync", State: leasestore.StateQuarantined, Now: oncallNow,
 				LastToken: 1772330999000003, Attempts: 9, Crashes: 3, MaxCrashes: 3, Quarantine: &quarantine,
 				History: []leasestore.Event{
-					{At: now.Add(-42 * time.Minute), Kind: leasestore.EventCrashed, Worker: "app-3:901:0c0ffe", Token: 1772330999000003, Detail: "supervisor vanished"},
-					{At: now.Add(-42 * time.Minute), Kind: leasestore.EventQuarantined, Worker: "app-3:901:0c0ffe", Token: 1772330999000003, Detail: "3 consecutive crashes"},
+					{At: oncallNow.Add(-42 * time.Minute), Kind: leasestore.EventCrashed, Worker: "app-3:901:0c0ffe", Token: 1772330999000003, Detail: "supervisor vanished"},
+					{At: oncallNow.Add(-42 * time.Minute), Kind: leasestore.EventQuarantined, Worker: "app-3:901:0c0ffe", Token: 1772330999000003, Detail: "3 consecutive crashes"},
 				},
 			},
 		},
@@ -216,7 +216,7 @@ func opener(s leasestore.Store) func(context.Context) (leasestore.Store, error) 
 	return func(context.Context) (leasestore.Store, error) { return s, nil }
 }
 
-func fixedNow() time.Time { return now }
+func fixedNow() time.Time { return oncallNow }
 
 // assertGolden compares stdout (and stderr, when not empty) with
 // testdata/<name>.golden, or rewrites it with -update.
@@ -227,7 +227,7 @@ func assertGolden(t *testing.T, name string, stdout, stderr string) {
 		got += "--- stderr ---\n" + stderr
 	}
 	path := filepath.Join("testdata", name+".golden")
-	if *update {
+	if *updateGolden {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func testFactory() *Factory {
 
 // execute runs c on argv, as the root command would, and returns the exit
 // code its error maps to.
-func execute(c *cobra.Command, argv ...string) int {
+func executeArgs(c *cobra.Command, argv ...string) int {
 	if argv == nil {
 		argv = []string{} // nil would make cobra read os.Args
 	}
@@ -276,7 +276,7 @@ func TestNewCmdStatus(t *testing.T) {
 		{argv: []string{"j", "--bogus"}, wantCode: exitUsage},
 	} {
 		var got *StatusOptions
-		code := execute(NewCmdStatus(testFactory(), func(o *StatusOptions) error { got = o; return nil }), tc.argv...)
+		code := executeArgs(NewCmdStatus(testFactory(), func(o *StatusOptions) error { got = o; return nil }), tc.argv...)
 		if code != tc.wantCode {
 			t.Errorf("status %q: exit %d, want %d", tc.argv, code, tc.wantCode)
 			continue

@@ -24,7 +24,7 @@ func TestNewCmdTokenCheck(t *testing.T) {
 		{argv: []string{"--job", "j", "--token", "7", "extra"}, wantCode: exitUsage},
 	} {
 		var got *TokenCheckOptions
-		code := execute(NewCmdTokenCheck(testFactory(), func(o *TokenCheckOptions) error { got = o; return nil }), tc.argv...)
+		code := executeArgs(NewCmdTokenCheck(testFactory(), func(o *TokenCheckOptions) error { got = o; return nil }), tc.argv...)
 		if code != tc.wantCode {
 			t.Errorf("token check %q: exit %d, want %d", tc.argv, code, tc.wantCode)
 			continue
@@ -36,10 +36,10 @@ func TestNewCmdTokenCheck(t *testing.T) {
 }
 
 func TestTokenGroupRefusesUnknownSubcommand(t *testing.T) {
-	if code := execute(NewCmdToken(testFactory()), "chekc"); code != exitUsage {
+	if code := executeArgs(NewCmdToken(testFactory()), "chekc"); code != exitUsage {
 		t.Fatalf("token chekc: exit %d, want %d", code, exitUsage)
 	}
-	if code := execute(NewCmdToken(testFactory())); code != exitOK {
+	if code := executeArgs(NewCmdToken(testFactory())); code != exitOK {
 		t.Fatalf("token alone: exit %d, want 0 (prints help)", code)
 	}
 }
