@@ -525,13 +525,13 @@ func parseEvidence(s string) (evidence, error) {
 		return evidence{}, fmt.Errorf("corrupt evidence: %d fields, want at least %d", len(f), evidenceFields)
 	}
 	token, err1 := strconv.ParseInt(f[1], 10, 64)
-	started, err2 := strconv.ParseInt(f[2], 10, 64)
+	offset, err2 := strconv.ParseInt(f[2], 36, 64)
 	attempt, err3 := strconv.ParseInt(f[5], 10, 64)
 	pid, err4 := strconv.Atoi(f[8])
 	if err := cmp.Or(err1, err2, err3, err4); err != nil {
 		return evidence{}, fmt.Errorf("corrupt evidence: %w", err)
 	}
-	return evidence{worker: f[0], token: token, started: time.UnixMicro(started), attempt: attempt,
+	return evidence{worker: f[0], token: token, started: time.UnixMicro(token - offset), attempt: attempt,
 		host: f[7], pid: pid, command: f[evidenceFields:]}, nil
 }
 
@@ -659,20 +659,35 @@ func (r *reply) history(i int) []Event {
 	var events []Event
 	for _, x := range a {
 		s, _ := x.(string)
-		f := strings.SplitN(s, sep, 5)
-		if len(f) != 5 || eventKinds[f[0]] == "" {
-			r.fail("corrupt history event %q", s)
+		e, err := parseEvent(s)
+		if err != nil {
+			r.fail("%v", err)
 			return nil
 		}
-		at, err1 := strconv.ParseInt(f[1], 10, 64)
-		token, err2 := parseOptionalInt(f[3])
-		if err1 != nil || err2 != nil {
-			r.fail("corrupt history event %q", s)
-			return nil
-		}
-		events = append(events, Event{At: time.UnixMicro(at), Kind: eventKinds[f[0]], Worker: f[2], Token: token, Detail: f[4]})
+		events = append(events, e)
 	}
 	return events
+}
+
+// parseEvent decodes a packed event (lua/lib.lua, event).
+func parseEvent(s string) (Event, error) {
+	f := strings.SplitN(s, sep, 4)
+	if len(f) != 4 || len(f[0]) < 2 || eventKinds[f[0][:1]] == "" {
+		return Event{}, fmt.Errorf("corrupt history event %q", s)
+	}
+	at, err := strconv.ParseInt(f[0][1:], 36, 64)
+	if err != nil {
+		return Event{}, fmt.Errorf("corrupt history event %q: %w", s, err)
+	}
+	e := Event{At: time.UnixMicro(at), Kind: eventKinds[f[0][:1]], Worker: f[1], Detail: f[3]}
+	if f[2] != "" {
+		offset, err := strconv.ParseInt(f[2], 36, 64)
+		if err != nil {
+			return Event{}, fmt.Errorf("corrupt history event %q: %w", s, err)
+		}
+		e.Token = at - offset
+	}
+	return e, nil
 }
 
 // record is a job's record hash (field names in lua/lib.lua).

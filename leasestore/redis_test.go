@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 
 // sharedRedis returns the package's redis-server, failing the test when it
 // could not be started.
-func sharedRedis(t *testing.T) *redistest.Server {
+func sharedRedis(t testing.TB) *redistest.Server {
 	t.Helper()
 	if testRedisErr != nil {
 		t.Fatalf("test redis-server: %v", testRedisErr)
@@ -42,7 +42,7 @@ func sharedRedis(t *testing.T) *redistest.Server {
 }
 
 // ownRedis starts a redis-server for one test, stopped when it ends.
-func ownRedis(t *testing.T, args ...string) *redistest.Server {
+func ownRedis(t testing.TB, args ...string) *redistest.Server {
 	t.Helper()
 	srv, err := redistest.Start(redistest.Options{Args: args})
 	if err != nil {
@@ -64,7 +64,7 @@ func freshNamespace() string {
 }
 
 // openRedis opens a client closed when the test ends.
-func openRedis(t *testing.T, rawURL, namespace string) *Redis {
+func openRedis(t testing.TB, rawURL, namespace string) *Redis {
 	t.Helper()
 	s, err := OpenRedis(t.Context(), rawURL, namespace)
 	if err != nil {

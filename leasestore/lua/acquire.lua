@@ -39,7 +39,7 @@ if ev then
   if quarantined == 1 then
     return refuse_quarantined()
   end
-  rec_ev, rec_stale, rec_crashes, rec_q = ev, score or f[3], int(crashes), int(quarantined)
+  rec_ev, rec_stale, rec_crashes, rec_q = ev, score or int(tonumber(f[2]) - tonumber(f[3], 36)), int(crashes), int(quarantined)
 end
 
 if min_interval > 0 then
@@ -53,9 +53,12 @@ local last = tonumber(redis.call('HGET', k.r, 't') or '0')
 local token = int(math.max(last + 1, now))
 local attempt = int(redis.call('HINCRBY', k.r, 'a', 1))
 redis.call('HSET', k.r, 't', token, 'm', max_crashes, 'lh', holder, 'lo', host)
-redis.call('SET', k.e, holder .. SEP .. token .. SEP .. int(now) .. SEP .. evidence_ttl .. SEP ..
+redis.call('SET', k.e, holder .. SEP .. token .. SEP .. b36(tonumber(token) - now) .. SEP .. evidence_ttl .. SEP ..
   max_crashes .. SEP .. attempt .. SEP .. int(ttl) .. SEP .. host .. SEP .. pid .. command,
   'PX', evidence_ttl)
 redis.call('ZADD', k.idx, now + ttl * 1000, job)
-event(k, now, 'a', holder, token, 'attempt ' .. attempt .. ' on ' .. host .. ' pid ' .. pid)
+-- The detail leaves out host and pid: the evidence has them while the run
+-- lasts, and the default worker ID (host:pid:random) keeps them in every
+-- event; 20 copies would take a tenth of a job's memory at rest.
+event(k, now, 'a', holder, token, 'attempt ' .. attempt)
 return {'ok', int(now), token, attempt, rec_ev, rec_stale, rec_crashes, rec_q}

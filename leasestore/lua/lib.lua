@@ -4,11 +4,13 @@
 --
 -- Layout (see redis.go for the memory reasoning):
 --   <ns>:{<job>}:e  evidence: one string, fields joined by NUL; its Redis TTL
---                   is the evidence TTL. Fields: holder, token, started (us),
---                   evidence ttl (ms), max crashes, attempt, ttl (ms), host,
+--                   is the evidence TTL. Fields: holder, token, started (as
+--                   its offset in us below the token, base 36: usually
+--                   0), evidence ttl (ms), max crashes, attempt, ttl (ms), host,
 --                   pid, then one field per command argument.
 --   <ns>:{<job>}:r  record: a small hash (see the field names below).
---   <ns>:{<job>}:h  history: a list of packed events, oldest first.
+--   <ns>:{<job>}:h  history: a list of packed events, oldest first (see
+--                   event below).
 --   <ns>:{<job>}:n  the job's release notification channel.
 --   <ns>:live       index: job -> liveness expiry (us). The score IS the
 --                   liveness: a job is live while its score is in the future
@@ -75,11 +77,35 @@ local function liveness(k, job, now)
   return false, score
 end
 
--- event appends one packed event to the history, dropping the oldest.
+local B36 = '0123456789abcdefghijklmnopqrstuvwxyz'
+
+-- b36 formats an integral number in base 36, the densest form that stays
+-- printable (history events are the bulk of a job's memory at rest).
+local function b36(n)
+  local sign, s = '', ''
+  if n < 0 then
+    sign, n = '-', -n
+  end
+  repeat
+    local d = n % 36
+    s = string.sub(B36, d + 1, d + 1) .. s
+    n = (n - d) / 36
+  until n == 0
+  return sign .. s
+end
+
+-- event appends one packed event to the history, dropping the oldest:
+-- kind letter and time (base 36, us) together, worker, token as its offset
+-- from the time (base 36; empty for none: an acquired event's token is
+-- usually its time, a released one's the run's start), detail.
 -- Kinds: a acquired, r released, c crashed, q quarantined, u released from
 -- quarantine, l lease lost.
 local function event(k, now, kind, worker, token, detail)
-  redis.call('RPUSH', k.h, kind .. SEP .. int(now) .. SEP .. worker .. SEP .. token .. SEP .. detail)
+  local offset = ''
+  if token ~= '' then
+    offset = b36(now - tonumber(token))
+  end
+  redis.call('RPUSH', k.h, kind .. b36(now) .. SEP .. worker .. SEP .. offset .. SEP .. detail)
   redis.call('LTRIM', k.h, -HISTORY_LIMIT, -1)
 end
 
