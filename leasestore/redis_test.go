@@ -112,6 +112,7 @@ func wantUnavailable(t *testing.T, err error, cause string, secrets ...string) {
 		t.Fatalf("got %v (%T), want an *UnavailableError", err, err)
 	}
 	msg := err.Error()
+	t.Logf("error: %s", msg)
 	if !strings.Contains(msg, cause) {
 		t.Errorf("error %q does not say %q", msg, cause)
 	}
@@ -343,4 +344,17 @@ func TestRedisKeysShareTheJobHashTag(t *testing.T) {
 	if perJob != 3 || len(storeWide) != 0 {
 		t.Errorf("keys %q: want evidence, record and history of the job plus the index and quarantine set", keys)
 	}
+}
+
+func TestRedisTLSURL(t *testing.T) {
+	srv := sharedRedis(t)
+	s := openRedis(t, "rediss://"+srv.Addr+"/0", freshNamespace())
+	if s.rdb.Options().TLSConfig == nil {
+		t.Fatal("a rediss:// URL gave a client without TLS")
+	}
+	// The test server speaks plain TCP and waits for the rest of what it
+	// takes for an inline command: the handshake must end at the deadline,
+	// as an unavailable store.
+	_, err := s.Acquire(redisCall(t, 300*time.Millisecond), request("job", "w1", longTTL))
+	wantUnavailable(t, err, "no answer from Redis at "+srv.Addr+" before the deadline")
 }
