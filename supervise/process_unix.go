@@ -55,6 +55,12 @@ func (c *Command) Start(env []string) (Child, error) {
 			return
 		}
 		p.pid = cmd.Process.Pid
+		if c.Foreground {
+			// leasectl is now in the terminal's background: with `stty
+			// tostop`, its log lines would stop it. Ignoring SIGTTOU only
+			// after the fork leaves the child's disposition untouched.
+			signal.Ignore(syscall.SIGTTOU)
+		}
 		started <- nil
 		err := cmd.Wait()
 		if c.Foreground {
@@ -101,11 +107,9 @@ func startError(err error) *StartError {
 }
 
 // reclaimTerminal makes leasectl's own group the terminal's foreground again
-// after an interactive child ended. SIGTTOU is ignored meanwhile, since a
-// background process changing the foreground would otherwise be stopped.
+// after an interactive child ended (SIGTTOU is ignored since the child
+// started, so a background process may do this).
 func reclaimTerminal() {
-	signal.Ignore(syscall.SIGTTOU)
-	defer signal.Reset(syscall.SIGTTOU)
 	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, unix.Getpgrp())
 }
 
