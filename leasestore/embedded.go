@@ -94,7 +94,9 @@ type jobDoc struct {
 	Quarantine  *Quarantine  `json:"quarantine,omitempty"`
 	LastOutcome *LastOutcome `json:"last_outcome,omitempty"`
 	Run         *runDoc      `json:"run,omitempty"`
-	History     []Event      `json:"history,omitempty"`
+	// Events counts the history events ever recorded; the newest
+	// HistoryLimit are kept in bucketHistory.
+	Events int64 `json:"events,omitempty"`
 }
 
 // runDoc is the current run's liveness (until LiveUntil) and evidence (until
@@ -130,13 +132,6 @@ func (d *jobDoc) crashed(now time.Time) bool {
 	return d.evidence(now) && !d.live(now)
 }
 
-func (d *jobDoc) record(e Event) {
-	d.History = append(d.History, e)
-	if over := len(d.History) - HistoryLimit; over > 0 {
-		d.History = slices.Delete(d.History, 0, over)
-	}
-}
-
 func (d *jobDoc) quarantinedError() error {
 	return &QuarantinedError{Quarantine: *d.Quarantine}
 }
@@ -165,7 +160,9 @@ func (t *txn) consumeCrash(id string, doc *jobDoc, detail string) (*Crash, error
 	c := doc.crash(id, t.now)
 	r := doc.Run
 	doc.Crashes = c.Crashes
-	doc.record(Event{At: t.now, Kind: EventCrashed, Worker: r.Holder, Token: r.Token, Detail: detail})
+	if err := t.record(id, doc, Event{Kind: EventCrashed, Worker: r.Holder, Token: r.Token, Detail: detail}); err != nil {
+		return nil, err
+	}
 	if err := t.setRun(id, doc, nil); err != nil {
 		return nil, err
 	}
@@ -175,8 +172,11 @@ func (t *txn) consumeCrash(id string, doc *jobDoc, detail string) (*Crash, error
 			Job: id, Crashes: doc.Crashes, Since: t.now, Reason: reason, By: quarantinedByLeasectl,
 			LastHolder: r.Holder, LastHost: r.Host,
 		}
-		doc.record(Event{At: t.now, Kind: EventQuarantined, Worker: r.Holder, Token: r.Token,
+		err := t.record(id, doc, Event{Kind: EventQuarantined, Worker: r.Holder, Token: r.Token,
 			Detail: "by " + quarantinedByLeasectl + ": " + reason})
+		if err != nil {
+			return nil, err
+		}
 		if err := t.setQuarantined(id, true); err != nil {
 			return nil, err
 		}
@@ -279,8 +279,11 @@ func (t *txn) acquire(req AcquireRequest) (*Lease, error) {
 	doc.MaxCrashes = req.MaxCrashes
 	doc.LastHolder = req.Holder
 	doc.LastHost = req.Host
-	doc.record(Event{At: t.now, Kind: EventAcquired, Worker: req.Holder, Token: token,
+	err = t.record(req.Job, doc, Event{Kind: EventAcquired, Worker: req.Holder, Token: token,
 		Detail: fmt.Sprintf("attempt %d on %s pid %d", doc.Attempts, req.Host, req.PID)})
+	if err != nil {
+		return nil, err
+	}
 	if err := t.putJob(req.Job, doc); err != nil {
 		return nil, err
 	}
@@ -306,8 +309,11 @@ func (e *Embedded) Renew(ctx context.Context, l *Lease) error {
 			return t.putJob(l.Job, doc)
 		}
 		if doc.evidence(t.now) && r.Token == l.Token {
-			doc.record(Event{At: t.now, Kind: EventLeaseLost, Worker: l.Holder, Token: l.Token,
+			err := t.record(l.Job, doc, Event{Kind: EventLeaseLost, Worker: l.Holder, Token: l.Token,
 				Detail: "renewal came after the lease expired"})
+			if err != nil {
+				return err
+			}
 			if err := t.putJob(l.Job, doc); err != nil {
 				return err
 			}
@@ -338,7 +344,10 @@ func (e *Embedded) Release(ctx context.Context, l *Lease, out Outcome) error {
 			doc.Crashes = 0
 			doc.LastSuccess = t.now
 		}
-		doc.record(Event{At: t.now, Kind: EventReleased, Worker: r.Holder, Token: r.Token, Detail: outcomeDetail(out)})
+		err = t.record(l.Job, doc, Event{Kind: EventReleased, Worker: r.Holder, Token: r.Token, Detail: outcomeDetail(out)})
+		if err != nil {
+			return err
+		}
 		if err := t.setRun(l.Job, doc, nil); err != nil {
 			return err
 		}
@@ -393,7 +402,9 @@ func (e *Embedded) Quarantine(ctx context.Context, job string, note Note) error 
 		doc.Quarantine.By = note.By
 		doc.Quarantine.Reason = note.Reason
 		doc.Quarantine.Crashes = doc.Crashes
-		doc.record(Event{At: t.now, Kind: EventQuarantined, Worker: note.By, Detail: noteDetail(note)})
+		if err := t.record(job, doc, Event{Kind: EventQuarantined, Worker: note.By, Detail: noteDetail(note)}); err != nil {
+			return err
+		}
 		if err := t.setQuarantined(job, true); err != nil {
 			return err
 		}
@@ -414,7 +425,9 @@ func (e *Embedded) ReleaseQuarantine(ctx context.Context, job string, note Note)
 		}
 		doc.Quarantine = nil
 		doc.Crashes = 0
-		doc.record(Event{At: t.now, Kind: EventUnquarantine, Worker: note.By, Detail: noteDetail(note)})
+		if err := t.record(job, doc, Event{Kind: EventUnquarantine, Worker: note.By, Detail: noteDetail(note)}); err != nil {
+			return err
+		}
 		if err := t.setQuarantined(job, false); err != nil {
 			return err
 		}
@@ -460,10 +473,14 @@ func (e *Embedded) Status(ctx context.Context, job string) (*JobStatus, error) {
 		if err != nil {
 			return err
 		}
+		history, err := t.history(job)
+		if err != nil {
+			return err
+		}
 		st = &JobStatus{
 			Job: job, State: StateIdle, Now: t.now, LastToken: doc.LastToken, Attempts: doc.Attempts,
 			Crashes: doc.Crashes, MaxCrashes: doc.MaxCrashes, Quarantine: doc.Quarantine,
-			LastOutcome: doc.LastOutcome, LastSuccess: doc.LastSuccess, History: doc.History,
+			LastOutcome: doc.LastOutcome, LastSuccess: doc.LastSuccess, History: history,
 		}
 		if doc.live(t.now) {
 			st.Holder = doc.Run.holder(job)
