@@ -1,0 +1,66 @@
+package supervise_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasectl/leasectl/supervise"
+)
+
+// FuzzConfigValidate feeds Validate arbitrary durations, zero meaning "take
+// the default" as the flags do. It checks that Validate never panics, that
+// every refusal is a one-line usage error, and that every accepted Config
+// keeps each timing rule of DESIGN §4, computed without overflow.
+func FuzzConfigValidate(f *testing.F) {
+	ms := int64(time.Millisecond)
+	f.Add(int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), 0) // every default
+	f.Add(1000*ms, 200*ms, 500*ms, int64(0), int64(0), int64(0), int64(0), int64(0), 0)      // the chaos test's timing
+	f.Add(3000*ms, 1000*ms, 1001*ms, 63001*ms, 3000*ms, int64(0), int64(0), int64(0), 2)     // every rule at its edge
+	f.Add(-ms, -ms, -ms, -ms, -ms, -ms, -ms, -ms, -1)                                        // everything negative
+	f.Fuzz(func(t *testing.T, ttl, heartbeat, safety, evidence, grace, maxRuntime, minInterval, waitTimeout int64, maxCrashes int) {
+		c := supervise.Config{
+			Job: "fuzz", Command: []string{"true"},
+			TTL: time.Duration(ttl), Heartbeat: time.Duration(heartbeat), Safety: time.Duration(safety),
+			EvidenceTTL: time.Duration(evidence), Grace: time.Duration(grace), MaxRuntime: time.Duration(maxRuntime),
+			MinInterval: time.Duration(minInterval), WaitTimeout: time.Duration(waitTimeout), MaxCrashes: maxCrashes,
+		}
+		c.SetDefaults()
+		err := c.Validate()
+		if err != nil {
+			if !supervise.IsConfigError(err) {
+				t.Fatalf("refusal %v is not a usage error", err)
+			}
+			if strings.ContainsAny(err.Error(), "\r\n") {
+				t.Fatalf("refusal is not one line: %q", err)
+			}
+			return
+		}
+		if broken := brokenTimingRule(c); broken != "" {
+			t.Fatalf("accepted %+v, which breaks %s", c, broken)
+		}
+	})
+}
+
+// brokenTimingRule returns the first rule of DESIGN §4 that c breaks, or "".
+// Each relation is written so that it cannot overflow for durations that
+// already passed the sign checks above it.
+func brokenTimingRule(c supervise.Config) string {
+	switch {
+	case c.TTL <= 0 || c.Heartbeat <= 0 || c.Safety <= 0 || c.EvidenceTTL <= 0 || c.Grace <= 0:
+		return "every duration in effect is positive"
+	case c.MaxRuntime < 0 || c.MinInterval < 0 || c.WaitTimeout < 0:
+		return "optional durations are off (0) or positive"
+	case c.Heartbeat > c.TTL/3:
+		return "heartbeat ≤ ttl/3"
+	case c.Safety <= c.Heartbeat || c.Safety >= c.TTL:
+		return "heartbeat < safety < ttl"
+	case c.Grace > c.TTL:
+		return "grace ≤ ttl"
+	case c.EvidenceTTL-time.Minute <= c.TTL:
+		return "evidence-ttl > ttl + 1m"
+	case c.MaxCrashes < 2:
+		return "max-crashes ≥ 2"
+	}
+	return ""
+}
