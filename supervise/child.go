@@ -57,6 +57,6 @@ type Watchdog interface {
 	SetGroup(pgid int) error
 	// SetDeadline moves the kill deadline; left is the time from now.
 	SetDeadline(left time.Duration) error
-	// Close tells the watchdog the run ended cleanly and lets it exit.
+	// Close stops the watchdog after the run ended and the group was killed.
 	Close() error
 }

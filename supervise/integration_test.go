@@ -559,3 +559,17 @@ func TestInteractiveChildGetsTheTerminal(t *testing.T) {
 		}
 	}
 }
+
+func TestDescendantsThatLeftTheGroupAreKilledAtTheEnd(t *testing.T) {
+	// setsid puts the sleep in a session and group of its own; when the
+	// child exits, the sleep is reparented to leasectl, the subreaper.
+	r := start(t, leasectl(t, redisSrv, "run", "--job", "escaped", "--", "sh", "-c", "setsid sleep 1000 & echo gc $!"))
+	gc := r.pid("gc")
+	if code := r.exitCode(); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	deathTime(t, gc)
+	if alive(gc) {
+		t.Fatalf("process %d escaped the group and outlived the run", gc)
+	}
+}

@@ -1,9 +1,9 @@
 package supervise
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -26,13 +26,19 @@ func BecomeSubreaper() error {
 	return unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 }
 
-// KillOrphans SIGKILLs and reaps every child of this process except those in
-// keep (the watchdog), repeating while killing them reparents their own
-// children here.
-func KillOrphans(keep ...int) {
+// KillOrphans SIGKILLs and reaps every child this process still has,
+// repeating while killing them reparents their own children here. Call it
+// once the child and the watchdog were reaped: any child left is a
+// descendant that escaped the group. In the usual case there is none, which
+// waitid tells without reading /proc.
+func KillOrphans() {
 	self := os.Getpid()
 	for range 16 {
-		pids := childrenOf(self, keep)
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil); errors.Is(err, unix.ECHILD) {
+			return
+		}
+		pids := childrenOf(self)
 		if len(pids) == 0 {
 			return
 		}
@@ -46,8 +52,10 @@ func KillOrphans(keep ...int) {
 	}
 }
 
-// childrenOf lists the processes whose parent is ppid, from /proc.
-func childrenOf(ppid int, keep []int) []int {
+// childrenOf finds ppid's children by reading every process's stat (the
+// cheaper /proc/self/task/*/children needs CONFIG_PROC_CHILDREN, which
+// kernels do not all have).
+func childrenOf(ppid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -55,7 +63,7 @@ func childrenOf(ppid int, keep []int) []int {
 	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == ppid || slices.Contains(keep, pid) {
+		if err != nil || pid == ppid {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))

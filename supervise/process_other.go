@@ -15,4 +15,4 @@ func childAttr(foreground bool) *syscall.SysProcAttr {
 func BecomeSubreaper() error { return nil }
 
 // KillOrphans does nothing outside Linux.
-func KillOrphans(keep ...int) {}
+func KillOrphans() {}

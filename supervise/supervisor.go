@@ -47,7 +47,8 @@ type Supervisor struct {
 	// held, to show who holds it.
 	OnWait func(*leasestore.HeldError)
 	// KillOrphans, if set, kills descendants that left the child's group
-	// (reparented to this process as a child subreaper).
+	// (reparented to this process as a child subreaper). It runs after the
+	// watchdog was stopped, so every child left is an orphan.
 	KillOrphans func()
 }
 
@@ -380,10 +381,10 @@ func (r *run) finish(exit Exit) Ending {
 	if err := r.child.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		r.log.Error().Err(err).Msg("killing what is left of the process group failed")
 	}
+	r.closeWatchdog()
 	if r.s.KillOrphans != nil {
 		r.s.KillOrphans()
 	}
-	r.closeWatchdog()
 	if r.stopping == ChildExited && exit.Signal != 0 && !r.s.Clock.Now().Before(r.deadline) {
 		// Killed after the safety deadline passed: by the watchdog, which
 		// acted on the same deadline before this loop did.

@@ -4,6 +4,7 @@ package supervise
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,10 +24,9 @@ import (
 //
 //	G <pgid>      the process group to kill
 //	D <mono-ns>   the new deadline
-//	X             the run ended cleanly: exit without killing
 //
-// End of input without X means the supervisor died: the watchdog kills the
-// group at once.
+// End of input means the supervisor died: the watchdog kills the group at
+// once. When the run ends cleanly, the supervisor kills the watchdog.
 
 // WatchdogArg is the hidden subcommand that runs the watchdog.
 const WatchdogArg = "__watchdog"
@@ -70,8 +70,6 @@ func StartWatchdog(self string, stderr io.Writer) (*ProcessWatchdog, error) {
 	return &ProcessWatchdog{cmd: cmd, w: w}, nil
 }
 
-// PID is the watchdog's process ID.
-func (p *ProcessWatchdog) PID() int { return p.cmd.Process.Pid }
 
 // SetGroup tells the watchdog which group to kill.
 func (p *ProcessWatchdog) SetGroup(pgid int) error {
@@ -91,16 +89,22 @@ func (p *ProcessWatchdog) send(line string) error {
 	return err
 }
 
-// Close ends the watchdog cleanly and reaps it. A watchdog that already
-// exited (it killed the group) is not an error.
+// Close stops the watchdog once the run is over: the child's group is dead,
+// so there is nothing left for it to guard. It is killed rather than asked
+// to exit, because a watchdog still starting up would otherwise delay
+// leasectl's exit by its whole start-up; it is reaped before Close returns.
 func (p *ProcessWatchdog) Close() error {
-	_ = p.send("X\n")
+	err := p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
 	p.w.Close()
-	return p.cmd.Wait()
+	if errors.Is(err, os.ErrProcessDone) {
+		return nil
+	}
+	return err
 }
 
 // RunWatchdog is the watchdog process's main loop, reading the protocol from
-// in. It returns after killing the group, or when told the run ended.
+// in. It returns after killing the group.
 func RunWatchdog(in io.Reader, stderr io.Writer) error {
 	// The operator's signals are for the supervisor and the child; the
 	// watchdog must outlive a supervisor that dies of them.
@@ -145,8 +149,6 @@ func RunWatchdog(in io.Reader, stderr io.Writer) error {
 			case "D":
 				deadline = n
 				timer.Reset(time.Duration(deadline - monoNow()))
-			case "X":
-				return nil
 			}
 		case <-timer.C:
 			if now := monoNow(); now < deadline {
