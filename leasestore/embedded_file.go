@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"syscall"
@@ -195,23 +196,50 @@ func (e *Embedded) withFile(ctx context.Context, op string, write bool, fn func(
 // openDB opens the database file. For a read it returns nil, nil when the
 // file does not exist or is still empty (a writer died before initialising
 // it): the store is empty.
-func (e *Embedded) openDB(write bool) (*bolt.DB, error) {
+func (e *Embedded) openDB(write bool) (db *bolt.DB, err error) {
 	if !write {
 		fi, err := os.Stat(e.dbPath)
 		if errors.Is(err, os.ErrNotExist) || (err == nil && fi.Size() == 0) {
 			return nil, nil
 		}
 	}
-	db, err := bolt.Open(e.dbPath, 0o600, &bolt.Options{Timeout: foreignLockTimeout, ReadOnly: !write, NoSync: true})
+	// bbolt panics on some corrupt files while opening them, before it
+	// returns anything to close: keep its file to unlock and close it then.
+	// Closing alone would not do: the memory map bbolt may already have made
+	// (and which leaks here) keeps the file, and so its lock, alive.
+	var file *os.File
+	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		file = f
+		return f, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			if file != nil {
+				_ = unix.Flock(int(file.Fd()), unix.LOCK_UN)
+				_ = file.Close()
+			}
+			db, err = nil, fmt.Errorf("%w: %v", errCorrupt, p)
+		}
+	}()
+	db, err = bolt.Open(e.dbPath, 0o600, &bolt.Options{
+		Timeout: foreignLockTimeout, ReadOnly: !write, NoSync: true, OpenFile: openFile,
+	})
+	var pathErr *fs.PathError
+	var errno syscall.Errno
 	switch {
+	case err == nil:
+		return db, nil
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("another program holds the file lock on %s", e.dbPath)
-	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
-		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
-	case err != nil:
+	case errors.As(err, &pathErr), errors.As(err, &errno):
 		return nil, fmt.Errorf("opening: %w", err)
+	default:
+		// Everything else bbolt reports while opening is about the
+		// content: invalid meta pages, checksums, a version or a size it
+		// cannot read.
+		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
-	return db, nil
 }
 
 // unavailable wraps a storage failure in an *UnavailableError whose one-line
@@ -235,6 +263,9 @@ func (e *Embedded) unavailable(op string, err error) error {
 // lock takes the in-process lock, then the flock on the lock file, waiting
 // no longer than ctx allows. The returned function releases both.
 func (e *Embedded) lock(ctx context.Context, exclusive bool) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("before taking the store's lock: %w", err)
+	}
 	select {
 	case e.sem <- struct{}{}:
 	case <-ctx.Done():
