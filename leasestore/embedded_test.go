@@ -458,3 +458,22 @@ func grant(b *testing.B, e *Embedded, prefix string, n int, ttl time.Duration) {
 		b.Fatal(err)
 	}
 }
+
+// TestEmbeddedDiskFull writes to /dev/full, which fails every write with
+// ENOSPC as a full disk does.
+func TestEmbeddedDiskFull(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this system")
+	}
+	e := openEmbedded(t, t.TempDir())
+	if err := os.Symlink("/dev/full", e.dbPath); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.Acquire(ctx(t), request("job", "a", longTTL))
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Acquire on a full disk = %v, want ErrUnavailable", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "disk full") || !strings.Contains(msg, e.dbPath) {
+		t.Errorf("message %q: want one line saying the disk is full and naming %s", msg, e.dbPath)
+	}
+}
