@@ -151,9 +151,7 @@ func scanWatch(ctx context.Context, opts *ScanOptions) (err error) {
 	if opts.MetricsAddr == "" {
 		serveDone <- nil
 	} else {
-		if reaper.Metrics, err = inspect.NewMetrics(); err != nil {
-			return err
-		}
+		reaper.Metrics = inspect.NewMetrics()
 		ln, err := net.Listen("tcp", opts.MetricsAddr)
 		if err != nil {
 			return fmt.Errorf("serve metrics: %w", err)

@@ -5,10 +5,65 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
+
+// gather renders m and parses it back with the Prometheus client's own
+// parser, so the tests check that the hand-written exposition is valid.
+func gather(t *testing.T, m *Metrics) []*dto.MetricFamily {
+	t.Helper()
+	var b strings.Builder
+	if err := m.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	byName, err := p.TextToMetricFamilies(strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatalf("the exposition does not parse: %v\n%s", err, b.String())
+	}
+	families := make([]*dto.MetricFamily, 0, len(byName))
+	for _, f := range byName {
+		if f.GetHelp() == "" {
+			t.Errorf("metric %s has no HELP text", f.GetName())
+		}
+		families = append(families, f)
+	}
+	sort.Slice(families, func(i, j int) bool { return families[i].GetName() < families[j].GetName() })
+	return families
+}
+
+func TestHistogramBucketsAreCumulative(t *testing.T) {
+	m := NewMetrics()
+	var h histogram
+	for _, v := range []float64{0.05, 3, 7200} {
+		h.observe(v)
+	}
+	m.stale = h
+	for _, f := range gather(t, m) {
+		if f.GetName() != "leasectl_stale_duration_seconds" {
+			continue
+		}
+		hist := f.GetMetric()[0].GetHistogram()
+		if hist.GetSampleCount() != 3 || hist.GetSampleSum() != 7203.05 {
+			t.Fatalf("count %d sum %v, want 3 and 7203.05", hist.GetSampleCount(), hist.GetSampleSum())
+		}
+		want := map[float64]uint64{0.1: 1, 2.5: 1, 5: 2, 3600: 2}
+		for _, b := range hist.GetBucket() {
+			if n, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != n {
+				t.Errorf("bucket le=%v holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), n)
+			}
+		}
+		return
+	}
+	t.Fatal("no histogram")
+}
 
 func TestServeExposesTheReapersMetricsOnly(t *testing.T) {
 	s := newFakeStore(t0)

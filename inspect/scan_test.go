@@ -30,11 +30,7 @@ func acquire(t *testing.T, s leasestore.Store, job, worker string, ttl time.Dura
 // histogram's sample count.
 func metricValue(t *testing.T, m *Metrics, name string) float64 {
 	t.Helper()
-	families, err := m.Gatherer().Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, f := range families {
+	for _, f := range gather(t, m) {
 		if f.GetName() != name {
 			continue
 		}
@@ -54,11 +50,7 @@ func metricValue(t *testing.T, m *Metrics, name string) float64 {
 
 func newMetrics(t *testing.T) *Metrics {
 	t.Helper()
-	m, err := NewMetrics()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return NewMetrics()
 }
 
 func TestPassReportsEachCrashOnce(t *testing.T) {
@@ -106,11 +98,7 @@ func TestPassObservesStaleDuration(t *testing.T) {
 	if _, err := (&Reaper{Store: s, Metrics: m}).Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	families, err := m.Gatherer().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
+	for _, f := range gather(t, m) {
 		if f.GetName() == "leasectl_stale_duration_seconds" {
 			if sum := f.GetMetric()[0].GetHistogram().GetSampleSum(); sum != 42 {
 				t.Fatalf("stale duration sum = %v s, want 42 (found 42s after its liveness expired)", sum)
