@@ -132,11 +132,13 @@ func (d *jobDoc) crashed(now time.Time) bool {
 	return d.evidence(now) && !d.live(now)
 }
 
+// quarantinedError is Acquire's refusal of the quarantined job.
 func (d *jobDoc) quarantinedError() error {
 	return &QuarantinedError{Quarantine: *d.Quarantine}
 }
 
-// crash describes the job's run as a crash detected at now.
+// crash describes the job's run as a crash detected at now, counted as the
+// next consecutive one.
 func (d *jobDoc) crash(id string, now time.Time) *Crash {
 	r := d.Run
 	return &Crash{
@@ -146,6 +148,7 @@ func (d *jobDoc) crash(id string, now time.Time) *Crash {
 	}
 }
 
+// holder describes the run as a live lease.
 func (r *runDoc) holder(id string) *Holder {
 	return &Holder{
 		Job: id, Worker: r.Holder, Host: r.Host, PID: r.PID, Token: r.Token, Attempt: r.Attempt,
@@ -190,9 +193,9 @@ func (t *txn) consumeCrash(id string, doc *jobDoc, detail string) (*Crash, error
 const quarantinedByLeasectl = "leasectl"
 
 // staleDetail is the history detail of a crash found by Acquire or Scan.
-func staleDetail(c *Crash, by string) string {
+func staleDetail(r *runDoc, by string) string {
 	return fmt.Sprintf("supervisor vanished: liveness expired at %s, found by %s",
-		c.StaleSince.Format(time.RFC3339Nano), by)
+		r.LiveUntil.Format(time.RFC3339Nano), by)
 }
 
 // outcomeDetail is the history detail of a released run, e.g. "completed
@@ -243,8 +246,7 @@ func (t *txn) acquire(req AcquireRequest) (*Lease, error) {
 	}
 	var recovered *Crash
 	if doc.crashed(t.now) {
-		c := doc.crash(req.Job, t.now)
-		if recovered, err = t.consumeCrash(req.Job, doc, staleDetail(c, "acquire")); err != nil {
+		if recovered, err = t.consumeCrash(req.Job, doc, staleDetail(doc.Run, "acquire")); err != nil {
 			return nil, err
 		}
 		if recovered.Quarantined {
@@ -367,7 +369,7 @@ func (e *Embedded) Scan(ctx context.Context) ([]Crash, error) {
 				return err
 			}
 			if doc.crashed(t.now) {
-				c, err := t.consumeCrash(id, doc, staleDetail(doc.crash(id, t.now), "scan"))
+				c, err := t.consumeCrash(id, doc, staleDetail(doc.Run, "scan"))
 				if err != nil {
 					return err
 				}

@@ -78,12 +78,15 @@ type storageError struct{ err error }
 func (e *storageError) Error() string { return e.err.Error() }
 func (e *storageError) Unwrap() error { return e.err }
 
-// errCorrupt is wrapped by every error that means the file's content cannot
-// be trusted.
-var errCorrupt = errors.New("corrupt")
+// corruptError means the file's content cannot be trusted; err says what
+// was found.
+type corruptError struct{ err error }
 
-// errNoChange rolls back a transaction that wrote nothing, saving the syncs
-// of an empty commit.
+func (e *corruptError) Error() string { return e.err.Error() }
+func (e *corruptError) Unwrap() error { return e.err }
+
+// errNoChange rolls back a transaction that wrote nothing, saving the
+// writes of an empty commit.
 var errNoChange = errors.New("no change")
 
 // txn is one transaction on the store, with the store's clock read once at
@@ -126,7 +129,7 @@ func (e *Embedded) update(ctx context.Context, op string, fn func(t *txn) error)
 			return nil
 		})
 	})
-	if err != nil && !errors.Is(err, errNoChange) {
+	if err != nil {
 		return err
 	}
 	for _, job := range notify {
@@ -173,7 +176,7 @@ func (e *Embedded) withFile(ctx context.Context, op string, write bool, fn func(
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			err = e.unavailable(op, fmt.Errorf("%w: %v", errCorrupt, p))
+			err = e.unavailable(op, &corruptError{fmt.Errorf("%v", p)})
 		}
 	}()
 	db, err := e.openDB(write)
@@ -219,7 +222,7 @@ func (e *Embedded) openDB(write bool) (db *bolt.DB, err error) {
 				_ = unix.Flock(int(file.Fd()), unix.LOCK_UN)
 				_ = file.Close()
 			}
-			db, err = nil, fmt.Errorf("%w: %v", errCorrupt, p)
+			db, err = nil, &corruptError{fmt.Errorf("%v", p)}
 		}
 	}()
 	db, err = bolt.Open(e.dbPath, 0o600, &bolt.Options{
@@ -238,7 +241,7 @@ func (e *Embedded) openDB(write bool) (db *bolt.DB, err error) {
 		// Everything else bbolt reports while opening is about the
 		// content: invalid meta pages, checksums, a version or a size it
 		// cannot read.
-		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
+		return nil, &corruptError{err}
 	}
 }
 
@@ -246,8 +249,9 @@ func (e *Embedded) openDB(write bool) (db *bolt.DB, err error) {
 // message names the file and, where the operator can do something, what.
 func (e *Embedded) unavailable(op string, err error) error {
 	var msg error
+	var corrupt *corruptError
 	switch {
-	case errors.Is(err, errCorrupt):
+	case errors.As(err, &corrupt):
 		msg = fmt.Errorf("embedded store file %s is corrupt (%w): move it away (mv %s %s.corrupt) and leasectl starts a fresh one; its fencing tokens keep rising",
 			e.dbPath, err, e.dbPath, e.dbPath)
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
@@ -394,7 +398,7 @@ func (t *txn) job(id string) (*jobDoc, error) {
 		return doc, nil
 	}
 	if err := json.Unmarshal(v, doc); err != nil {
-		return nil, &storageError{fmt.Errorf("%w: job %q: %w", errCorrupt, id, err)}
+		return nil, &storageError{&corruptError{fmt.Errorf("record of job %q: %w", id, err)}}
 	}
 	return doc, nil
 }
@@ -513,7 +517,7 @@ func (t *txn) history(id string) ([]Event, error) {
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var e Event
 		if err := json.Unmarshal(v, &e); err != nil {
-			return nil, &storageError{fmt.Errorf("%w: history of job %q: %w", errCorrupt, id, err)}
+			return nil, &storageError{&corruptError{fmt.Errorf("history of job %q: %w", id, err)}}
 		}
 		events = append(events, e)
 	}
