@@ -31,7 +31,7 @@ test: deps vet
 # install them in /usr/share/man/man1); `man -l gen/man/leasectl.1.gz`.
 man:
 	rm -rf gen/man
-	$(GO) run -ldflags '$(LDFLAGS)' . man --dir gen/man
+	$(GO) run ./internal/genman --dir gen/man --version $(VERSION) --date $(DATE)
 	gzip -9n gen/man/*.1
 
 # completions writes cobra's bash, zsh and fish scripts to gen/completions.

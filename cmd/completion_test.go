@@ -2,8 +2,6 @@ package cmd
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,61 +24,14 @@ func releaseRun(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errOut.String(), code
 }
 
-// releaseBuildInfo stands in for the linker's -X flags for one test.
-func releaseBuildInfo(t *testing.T, v, d string) {
-	t.Helper()
-	oldV, oldD := version, date
-	version, date = v, d
-	t.Cleanup(func() { version, date = oldV, oldD })
-}
-
-func TestManWritesOnePagePerVisibleCommand(t *testing.T) {
-	releaseBuildInfo(t, "1.2.3", "2026-03-04T05:06:07Z")
-	dir := filepath.Join(t.TempDir(), "man1")
-
-	_, stderr, code := releaseRun(t, "man", "--dir", dir)
-	if code != exitOK {
-		t.Fatalf("man --dir: exit %d, stderr %q", code, stderr)
-	}
-
-	for _, page := range []string{"leasectl.1", "leasectl-version.1", "leasectl-completion.1", "leasectl-completion-bash.1"} {
-		body, err := os.ReadFile(filepath.Join(dir, page))
-		if err != nil {
-			t.Errorf("page %s: %v", page, err)
-			continue
-		}
-		// The .TH line: title, section, the build's month, source.
-		wantTH := `.TH "LEASECTL" "1" "Mar 2026" "leasectl 1.2.3"`
-		if !bytes.Contains(body, []byte(wantTH)) {
-			t.Errorf("page %s does not start with %s:\n%s", page, wantTH, releaseHead(body, 3))
-		}
-		if bytes.Contains(body, []byte("Auto generated")) {
-			t.Errorf("page %s carries cobra's auto-generated tag, which changes every day", page)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "leasectl-man.1")); err == nil {
-		t.Error("the hidden man command got a page of its own")
-	}
-}
-
-func TestManWithoutDirIsAUsageError(t *testing.T) {
-	_, stderr, code := releaseRun(t, "man")
-	if code != exitUsage {
-		t.Fatalf("man without --dir: exit %d, want %d (stderr %q)", code, exitUsage, stderr)
-	}
-	if !strings.Contains(stderr, "--dir") {
-		t.Errorf("stderr %q does not name the missing flag", stderr)
-	}
-}
-
-func TestManIsHiddenFromHelp(t *testing.T) {
+func TestHelpListsCompletionNotHiddenCommands(t *testing.T) {
 	stdout, _, code := releaseRun(t, "--help")
 	if code != exitOK {
 		t.Fatalf("--help: exit %d", code)
 	}
 	for _, line := range strings.Split(stdout, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "man ") {
-			t.Errorf("--help lists the hidden man command: %q", line)
+		if strings.HasPrefix(strings.TrimSpace(line), "__watchdog") {
+			t.Errorf("--help lists the hidden watchdog command: %q", line)
 		}
 	}
 	if !strings.Contains(stdout, "completion") {
@@ -117,12 +68,4 @@ func TestCompletionHelpHasAnExample(t *testing.T) {
 			t.Errorf("completion --help lacks %q:\n%s", want, stdout)
 		}
 	}
-}
-
-func releaseHead(b []byte, n int) string {
-	lines := strings.SplitN(string(b), "\n", n+1)
-	if len(lines) > n {
-		lines = lines[:n]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -150,7 +150,6 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return fmt.Errorf("finding leasectl's own binary for the watchdog: %w", err)
 	}
-	var watchdogPID int
 	status := &waitStatus{io: f.IO, job: c.Job, now: f.Now}
 	child := &supervise.Command{Argv: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: c.Interactive}
 	sup := &supervise.Supervisor{
@@ -159,15 +158,11 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		Log:   log,
 		Start: child.Start,
 		Watchdog: func() (supervise.Watchdog, error) {
-			wd, err := supervise.StartWatchdog(self, os.Stderr)
-			if err == nil {
-				watchdogPID = wd.PID()
-			}
-			return wd, err
+			return supervise.StartWatchdog(self, os.Stderr)
 		},
 		Signals:     sigs,
 		OnWait:      status.show,
-		KillOrphans: func() { supervise.KillOrphans(watchdogPID) },
+		KillOrphans: supervise.KillOrphans,
 	}
 	ending, err := sup.Run(ctx, *c)
 	status.clear()

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestWritesOnePagePerVisibleCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "man1")
+	if err := run([]string{"--dir", dir, "--version", "1.2.3", "--date", "2026-03-04T05:06:07Z"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range []string{"leasectl.1", "leasectl-run.1", "leasectl-scan.1", "leasectl-quarantine-release.1", "leasectl-completion-bash.1"} {
+		body, err := os.ReadFile(filepath.Join(dir, page))
+		if err != nil {
+			t.Errorf("page %s: %v", page, err)
+			continue
+		}
+		// The .TH line: title, section, the build's month, source.
+		if wantTH := `.TH "LEASECTL" "1" "Mar 2026" "leasectl 1.2.3"`; !bytes.Contains(body, []byte(wantTH)) {
+			t.Errorf("page %s lacks %s", page, wantTH)
+		}
+		if bytes.Contains(body, []byte("Auto generated")) {
+			t.Errorf("page %s carries cobra's auto-generated tag, which changes every day", page)
+		}
+	}
+	pages, _ := filepath.Glob(filepath.Join(dir, "*.1"))
+	for _, p := range pages {
+		if strings.Contains(p, "__watchdog") {
+			t.Errorf("the hidden watchdog command got a page: %s", p)
+		}
+	}
+}
+
+func TestRefusesBadArguments(t *testing.T) {
+	if err := run(nil); err == nil || !strings.Contains(err.Error(), "--dir") {
+		t.Errorf("run without --dir = %v, want an error naming --dir", err)
+	}
+	if err := run([]string{"--dir", t.TempDir(), "--date", "yesterday"}); err == nil {
+		t.Error("run accepted a date that is not RFC 3339")
+	}
+}
