@@ -1,0 +1,501 @@
+package chaos
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leasectl/leasectl/internal/redistest"
+	"github.com/leasectl/leasectl/internal/testenv"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childDirEnv) != "" {
+		os.Exit(runChild())
+	}
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	var err error
+	if binary, err = testenv.Leasectl(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer testenv.Cleanup()
+	return m.Run()
+}
+
+// Timing of every run: short, so that a fault resolves within a second or
+// two and a run of a few seconds sees many holders; with 500 ms between the
+// safety deadline and the lease's expiry, so that a loaded 2-core machine
+// does not turn a slow watchdog into an overlap.
+const (
+	ttl       = time.Second
+	heartbeat = 200 * time.Millisecond
+	safety    = 500 * time.Millisecond
+	// workers loop on the job at once: one holds, the others wait.
+	workers = 4
+	// hangGuard bounds how long the harness waits for the workers to stop.
+	hangGuard = 30 * time.Second
+)
+
+// duration is how long a fault run lasts: CHAOS_SECONDS, 20 by default.
+func duration(t *testing.T) time.Duration {
+	s := os.Getenv("CHAOS_SECONDS")
+	if s == "" {
+		return 20 * time.Second
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n <= 0 {
+		t.Fatalf("CHAOS_SECONDS=%q: want a positive number of seconds", s)
+	}
+	return time.Duration(n * float64(time.Second))
+}
+
+// harness runs leasectl supervisors on one job against its own Redis and
+// keeps track of them for the fault injector.
+type harness struct {
+	t       *testing.T
+	srv     *redistest.Server
+	job     string
+	records string   // the children's record files
+	logs    string   // one stderr file per supervisor
+	state   string   // XDG_STATE_HOME of the supervisors
+	wrap    []string // run the child under this command (the negative control's setsid)
+
+	mu     sync.Mutex
+	live   map[*exec.Cmd]bool
+	holder *current // the supervisor whose child announced itself last
+	runs   int
+	exits  map[int]int    // leasectl's exit codes; -1: killed by a signal
+	faults map[string]int // faults injected, by kind
+}
+
+// current is a running holder: its supervisor and child.
+type current struct {
+	sup   *exec.Cmd
+	child int
+}
+
+func newHarness(t *testing.T, job string) *harness {
+	t.Helper()
+	srv, err := redistest.Start(redistest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	return &harness{
+		t: t, srv: srv, job: job,
+		records: t.TempDir(), logs: t.TempDir(), state: t.TempDir(),
+		live: map[*exec.Cmd]bool{}, exits: map[int]int{}, faults: map[string]int{},
+	}
+}
+
+// command is one `leasectl run --wait` of the job whose child is this test
+// binary in child mode, running for childRun (empty: random).
+func (h *harness) command(childRun string) *exec.Cmd {
+	args := []string{"run", "--wait", "--job", h.job,
+		"--ttl", ttl.String(), "--heartbeat", heartbeat.String(), "--safety", safety.String(),
+		// Crashes are what this test causes; it must never quarantine.
+		"--max-crashes", "1000000", "--"}
+	args = append(append(args, h.wrap...), os.Args[0])
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(),
+		"LEASECTL_STORE="+h.srv.URL,
+		"LEASECTL_NAMESPACE=chaos",
+		"LEASECTL_LOG_FORMAT=json",
+		"XDG_STATE_HOME="+h.state,
+		childDirEnv+"="+h.records,
+		childRunEnv+"="+childRun,
+	)
+	return cmd
+}
+
+// start starts cmd with its stderr in a log file and calls onStarted with
+// the child's pid when the child announces itself on stdout. The returned
+// channel is closed when stdout is closed: wait for it before cmd.Wait.
+func (h *harness) start(cmd *exec.Cmd, onStarted func(pid int)) (<-chan struct{}, error) {
+	h.mu.Lock()
+	h.runs++
+	n := h.runs
+	h.mu.Unlock()
+	logFile, err := os.Create(filepath.Join(h.logs, fmt.Sprintf("run-%05d.log", n)))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd.Stderr = logFile
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.live[cmd] = true
+	h.mu.Unlock()
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if s, ok := strings.CutPrefix(sc.Text(), "started "); ok {
+				if pid, err := strconv.Atoi(s); err == nil {
+					onStarted(pid)
+				}
+			}
+		}
+	}()
+	return outDone, nil
+}
+
+// wait waits for cmd's stdout to close and cmd to exit, and records how it
+// ended.
+func (h *harness) wait(cmd *exec.Cmd, outDone <-chan struct{}) {
+	<-outDone
+	cmd.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.live, cmd)
+	if h.holder != nil && h.holder.sup == cmd {
+		h.holder = nil
+	}
+	h.exits[cmd.ProcessState.ExitCode()]++
+}
+
+// worker runs the job again and again until stop is closed.
+func (h *harness) worker(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		cmd := h.command("")
+		outDone, err := h.start(cmd, func(pid int) {
+			h.mu.Lock()
+			h.holder = &current{sup: cmd, child: pid}
+			h.mu.Unlock()
+		})
+		if err != nil {
+			h.t.Errorf("starting leasectl: %v", err)
+			return
+		}
+		h.wait(cmd, outDone)
+	}
+}
+
+// stopAll ends every running supervisor with SIGTERM (a waiter ends its
+// wait, a holder's child is stopped), after thawing any it had stopped.
+func (h *harness) stopAll(sig syscall.Signal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for cmd := range h.live {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Signal(sig)
+	}
+}
+
+// fault is one kind of fault. inject reports whether it found something to
+// hit (there may be no holder at that instant).
+type fault struct {
+	name   string
+	inject func(h *harness, rng *rand.Rand) (bool, error)
+}
+
+// pause is a random time in [lo, hi).
+func pause(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
+}
+
+func (h *harness) currentHolder() *current {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.holder
+}
+
+var (
+	killSupervisor = fault{"kill-supervisor", func(h *harness, _ *rand.Rand) (bool, error) {
+		c := h.currentHolder()
+		return c != nil && c.sup.Process.Kill() == nil, nil
+	}}
+	stopSupervisor = fault{"stop-supervisor", func(h *harness, rng *rand.Rand) (bool, error) {
+		c := h.currentHolder()
+		if c == nil || c.sup.Process.Signal(syscall.SIGSTOP) != nil {
+			return false, nil
+		}
+		time.Sleep(pause(rng, 200*time.Millisecond, 2*time.Second))
+		if rng.IntN(2) == 0 {
+			c.sup.Process.Kill()
+		}
+		c.sup.Process.Signal(syscall.SIGCONT)
+		return true, nil
+	}}
+	killChild = fault{"kill-child", func(h *harness, _ *rand.Rand) (bool, error) {
+		c := h.currentHolder()
+		return c != nil && killChildOf(c.sup.Process.Pid, c.child), nil
+	}}
+	killWaiter = fault{"kill-waiter", func(h *harness, rng *rand.Rand) (bool, error) {
+		h.mu.Lock()
+		var waiters []*exec.Cmd
+		for cmd := range h.live {
+			if h.holder == nil || cmd != h.holder.sup {
+				waiters = append(waiters, cmd)
+			}
+		}
+		h.mu.Unlock()
+		if len(waiters) == 0 {
+			return false, nil
+		}
+		return waiters[rng.IntN(len(waiters))].Process.Kill() == nil, nil
+	}}
+	freezeRedis = fault{"freeze-redis", func(h *harness, rng *rand.Rand) (bool, error) {
+		if err := h.srv.Freeze(); err != nil {
+			return false, err
+		}
+		time.Sleep(pause(rng, 300*time.Millisecond, 2*time.Second))
+		return true, h.srv.Thaw()
+	}}
+	restartRedis = fault{"restart-redis", func(h *harness, _ *rand.Rand) (bool, error) {
+		return true, h.srv.Restart()
+	}}
+)
+
+// killChildOf SIGKILLs pid if it is still a child of supervisor: the pidfd
+// is opened before the check, so a pid reused since cannot be hit.
+func killChildOf(supervisor, pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if parentOf(pid) != supervisor {
+		return false
+	}
+	return unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil
+}
+
+// parentOf is pid's parent from /proc, or 0.
+func parentOf(pid int) int {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// inject injects faults of the given kinds, each round in a new random
+// order with a random pause before each, until stop is closed.
+func (h *harness) inject(stop <-chan struct{}, kinds []fault) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	for {
+		for _, i := range rng.Perm(len(kinds)) {
+			select {
+			case <-stop:
+				return
+			case <-time.After(pause(rng, 300*time.Millisecond, time.Second)):
+			}
+			hit, err := kinds[i].inject(h, rng)
+			if err != nil {
+				h.t.Errorf("%s: %v", kinds[i].name, err)
+				return
+			}
+			if hit {
+				h.mu.Lock()
+				h.faults[kinds[i].name]++
+				h.mu.Unlock()
+			}
+		}
+	}
+}
+
+// chaos runs the workers under faults of the given kinds for d, stops them,
+// and checks the children's records: tokens always, mutual exclusion when
+// exclusive.
+func (h *harness) chaos(d time.Duration, kinds []fault, exclusive bool) {
+	t := h.t
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() { h.worker(stop) })
+	}
+	injected := make(chan struct{})
+	go func() {
+		defer close(injected)
+		h.inject(stop, kinds)
+	}()
+	time.Sleep(d)
+	close(stop)
+	<-injected
+	h.stopAll(syscall.SIGTERM)
+	if !waitGroup(&wg, hangGuard) {
+		t.Errorf("workers still running %s after the end; killing them", hangGuard)
+		h.stopAll(syscall.SIGKILL)
+		wg.Wait()
+	}
+	// A child whose supervisor was SIGKILLed just before the end may live
+	// until its watchdog's deadline: let that time pass before reading.
+	time.Sleep(safety + 200*time.Millisecond)
+
+	hs, err := readHolders(h.records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := violations(hs, exclusive)
+	for _, v := range found {
+		t.Errorf("violation: %s", v)
+	}
+	if len(found) > 0 {
+		h.logTokens(found)
+	}
+	nFaults := 0
+	for _, n := range h.faults {
+		nFaults += n
+	}
+	t.Logf("violations=%d holders=%d faults=%d", len(found), len(hs), nFaults)
+	t.Logf("faults by kind: %v; leasectl exit codes (-1: killed): %v; runs: %d", h.faults, h.exits, h.runs)
+	// A run where nothing happened proves nothing.
+	if len(hs) < 5 || nFaults < 3 {
+		t.Errorf("only %d holders and %d faults in %s: too few to show anything", len(hs), nFaults, d)
+	}
+}
+
+// logTokens logs the supervisors' log lines about the tokens named in the
+// violations, to explain them.
+func (h *harness) logTokens(found []string) {
+	var tokens []string
+	for _, v := range found {
+		for _, w := range strings.Fields(strings.NewReplacer("(", " ", ")", " ").Replace(v)) {
+			if _, err := strconv.ParseInt(w, 10, 64); err == nil && len(w) > 6 {
+				tokens = append(tokens, w)
+			}
+		}
+	}
+	logs, _ := filepath.Glob(filepath.Join(h.logs, "*.log"))
+	for _, name := range logs {
+		b, _ := os.ReadFile(name)
+		for _, line := range strings.Split(string(b), "\n") {
+			if slices.ContainsFunc(tokens, func(tok string) bool { return strings.Contains(line, tok) }) {
+				h.t.Logf("%s: %s", filepath.Base(name), line)
+			}
+		}
+	}
+}
+
+// waitGroup waits for wg up to limit and reports whether it finished.
+func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(limit):
+		return false
+	}
+}
+
+// TestChaos: supervisors SIGKILLed and SIGSTOPped (then resumed or killed),
+// children SIGKILLed, waiters SIGKILLed, Redis frozen. No two children may
+// ever be alive at once, and tokens rise with every holder.
+func TestChaos(t *testing.T) {
+	h := newHarness(t, "chaos")
+	h.chaos(duration(t), []fault{killSupervisor, stopSupervisor, killChild, killWaiter, freezeRedis}, true)
+}
+
+// TestChaosRedisRestarts adds restarts of a Redis without persistence: the
+// store loses the lease, so a holder's child may briefly overlap the next
+// one's until its renewal is refused (DESIGN §2: fencing protects the
+// downstream then). Tokens must still rise with every holder.
+func TestChaosRedisRestarts(t *testing.T) {
+	h := newHarness(t, "chaos-restart")
+	h.chaos(max(duration(t)/2, 5*time.Second), []fault{restartRedis, killSupervisor, killChild}, false)
+}
+
+// TestChaosCatchesAnEscapedChild is the negative control: a child that
+// leaves its process group with setsid(1) is outside what leasectl can
+// track (DESIGN §2, §11). When its supervisor is SIGKILLed, the watchdog
+// kills the group but not the escaped child, which goes on running while
+// the waiter takes the lease. The check must see that overlap.
+func TestChaosCatchesAnEscapedChild(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("setsid(1) is not installed")
+	}
+	h := newHarness(t, "chaos-escape")
+	h.wrap = []string{"setsid", "--wait"}
+	escaped := make(chan int, 1)
+	holder := h.command("3s")
+	if _, err := h.start(holder, func(pid int) { escaped <- pid }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	var child int
+	select {
+	case child = <-escaped:
+	case <-time.After(hangGuard):
+		t.Fatal("the holder's child never started")
+	}
+	// The escaped child is nobody's to kill but ours once its group is gone.
+	t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+	h.wrap = nil
+	waiter := h.command("100ms")
+	waiterOut, err := h.start(waiter, func(int) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		h.wait(waiter, waiterOut)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		waiter.Process.Kill()
+		t.Fatal("the waiter never finished")
+	}
+	hs, err := readHolders(h.records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := violations(hs, true)
+	t.Logf("negative control: violations=%d holders=%d (%q)", len(found), len(hs), found)
+	if len(hs) != 2 || len(found) == 0 {
+		t.Errorf("the check saw %d holders and %d violations; want both children and their overlap", len(hs), len(found))
+	}
+	if errors.Is(syscall.Kill(child, 0), syscall.ESRCH) {
+		t.Errorf("the escaped child %d is gone already: the control did not escape", child)
+	}
+}

@@ -1,0 +1,15 @@
+// Package chaos holds leasectl's fault-injection tests. Several supervisors
+// loop `leasectl run --wait` on one job against a real redis-server while
+// supervisors, children and the Redis itself are killed, frozen and restarted
+// at random. Each child records its fencing token and a CLOCK_MONOTONIC
+// timestamp at start, every few milliseconds while alive, and at exit;
+// afterwards the records must show that no two children were ever alive at
+// once and that every new holder had a higher token than the last.
+//
+// The check can only see what the children wrote: a child SIGKILLed between
+// two records lived a little longer than its last record says, so a very
+// short overlap can go unseen, but every overlap reported is real.
+//
+// CHAOS_SECONDS sets how long the fault run lasts (default 20); `make chaos`
+// runs it for 60 seconds. The package has no code outside its tests.
+package chaos
