@@ -27,6 +27,13 @@ vet:
 test: deps vet
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
+# chaos runs the fault-injection test (chaos/) for CHAOS_SECONDS (60 by
+# default) and prints violations=N holders=M faults=F; `make test` runs it
+# for 20 seconds.
+CHAOS_SECONDS ?= 60
+chaos: deps
+	CHAOS_SECONDS=$(CHAOS_SECONDS) $(GO) test -count=1 -v -timeout 15m -run '^TestChaos' ./chaos/
+
 # man writes one gzipped man page per command to gen/man (the packages
 # install them in /usr/share/man/man1); `man -l gen/man/leasectl.1.gz`.
 man:
