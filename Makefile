@@ -27,6 +27,17 @@ vet:
 test: deps vet
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
+# bench prints every figure of DESIGN §8 as `name value unit # target`,
+# measured side by side with flock(1) and etcdctl lock in one run (about a
+# minute). etcd is installed on first use; if it cannot be, its lines are
+# skipped.
+bench: deps
+	@command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1 || { \
+		echo "# installing etcd-server and etcd-client for the reference figures"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client; } >/dev/null 2>&1 \
+		|| echo "# etcd-server/etcd-client could not be installed: the etcd lines are skipped"; }
+	$(GO) run ./bench
+
 # chaos runs the fault-injection test (chaos/) for CHAOS_SECONDS (60 by
 # default) and prints violations=N holders=M faults=F; `make test` runs it
 # for 20 seconds.

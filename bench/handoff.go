@@ -1,0 +1,280 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Timing of the fault figures: DESIGN §8 states failover against the TTL
+// and fail-fast against the safety window.
+const (
+	faultTTL       = time.Second
+	faultHeartbeat = 200 * time.Millisecond
+	faultSafety    = 500 * time.Millisecond
+	// etcdSettle is how long the etcd waiter is given to queue on the lock:
+	// etcdctl shows no sign of waiting, so it is time, not an event.
+	etcdSettle = 150 * time.Millisecond
+)
+
+// handoffCase is one way to hand a lock from a holder to a waiter: the
+// holder's child is `stamp hold FILE`, the waiter's `stamp start FILE`.
+type handoffCase struct {
+	name    string
+	holder  func(job, file string) *exec.Cmd
+	waiter  func(job, file string) *exec.Cmd
+	waiting func(w *proc) error // returns once the waiter waits
+}
+
+// handoffs times holder's child end → waiter's child start with --wait on
+// both stores, against a blocking flock(1) and etcdctl lock, interleaved.
+func (b *bench) handoffs() error {
+	stampStart, err := b.stampStartup()
+	if err != nil {
+		return err
+	}
+	line("stamp_startup_ms", stampStart, "ms", "exec to first instruction of the stamp helper; included in every handoff below")
+	lockFile := filepath.Join(b.tmp, "handoff.flock")
+	leasectlCase := func(name string, redis bool) handoffCase {
+		return handoffCase{
+			name: name,
+			holder: func(job, file string) *exec.Cmd {
+				return b.leasectlCmd(redis, "run", "--job", job, "--", b.stamp, "hold", file)
+			},
+			waiter: func(job, file string) *exec.Cmd {
+				return b.leasectlCmd(redis, "--log-level", "debug", "run", "--job", job, "--wait", "--", b.stamp, "start", file)
+			},
+			waiting: (*proc).awaitWaiting,
+		}
+	}
+	cases := []handoffCase{
+		leasectlCase("handoff_redis", true),
+		leasectlCase("handoff_embedded", false),
+		{
+			name:    "handoff_flock",
+			holder:  func(_, file string) *exec.Cmd { return exec.Command("flock", lockFile, b.stamp, "hold", file) },
+			waiter:  func(_, file string) *exec.Cmd { return exec.Command("flock", lockFile, b.stamp, "start", file) },
+			waiting: func(w *proc) error { return awaitBlockedInFlock(w.cmd.Process.Pid) },
+		},
+	}
+	if b.etcd != nil {
+		cases = append(cases, handoffCase{
+			name:    "handoff_etcd",
+			holder:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "hold", file) },
+			waiter:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "start", file) },
+			waiting: func(*proc) error { time.Sleep(etcdSettle); return nil },
+		})
+	}
+	samples := map[string][]float64{}
+	for range handoffRounds {
+		for _, i := range b.rng.Perm(len(cases)) {
+			d, err := b.handoff(cases[i])
+			if err != nil {
+				return fmt.Errorf("%s: %w", cases[i].name, err)
+			}
+			samples[cases[i].name] = append(samples[cases[i].name], d)
+		}
+	}
+	n := fmt.Sprintf("median of %d", handoffRounds)
+	for _, c := range []struct{ name, comment string }{
+		{"handoff_redis", "target <= 3"},
+		{"handoff_embedded", "target <= 50"},
+		{"handoff_flock", "reference: blocking flock, 2.4"},
+		{"handoff_etcd", "reference: etcdctl lock, 5.3"},
+	} {
+		if s, ok := samples[c.name]; ok {
+			m := median(s)
+			line(c.name+"_ms", m, "ms", fmt.Sprintf("%s; %s; %.2f ms without the stamp's start-up", c.comment, n, m-stampStart))
+		}
+	}
+	return nil
+}
+
+// stampStartup is the median time from starting the stamp helper to its
+// stamp: the helper's own share of every handoff figure.
+func (b *bench) stampStartup() (float64, error) {
+	var s []float64
+	for range handoffRounds {
+		file := b.file("stamp")
+		start := mono()
+		if out, err := exec.Command(b.stamp, "start", file).CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("stamp: %v: %s", err, out)
+		}
+		at, err := readStamp(file)
+		if err != nil {
+			return 0, err
+		}
+		s = append(s, float64(at-start)/1e6)
+	}
+	return median(s), nil
+}
+
+// handoff runs one handoff and returns its time in milliseconds.
+func (b *bench) handoff(c handoffCase) (float64, error) {
+	job := "handoff-" + strconv.Itoa(b.next())
+	holderFile, waiterFile := b.file("holder"), b.file("waiter")
+	holder, err := startProc(c.holder(job, holderFile), true)
+	if err != nil {
+		return 0, err
+	}
+	defer holder.cmd.Process.Kill()
+	if _, err := holder.childPID(); err != nil {
+		return 0, err
+	}
+	waiter, err := startProc(c.waiter(job, waiterFile), false)
+	if err != nil {
+		return 0, err
+	}
+	defer waiter.cmd.Process.Kill()
+	if err := c.waiting(waiter); err != nil {
+		return 0, err
+	}
+	holder.release()
+	if err := holder.waitOK(); err != nil {
+		return 0, err
+	}
+	if err := waiter.waitOK(); err != nil {
+		return 0, err
+	}
+	ended, err := readStamp(holderFile)
+	if err != nil {
+		return 0, err
+	}
+	started, err := readStamp(waiterFile)
+	if err != nil {
+		return 0, err
+	}
+	return float64(started-ended) / 1e6, nil
+}
+
+// faultTiming is the run flags of the fault figures.
+func faultTiming() []string {
+	return []string{"--ttl", faultTTL.String(), "--heartbeat", faultHeartbeat.String(), "--safety", faultSafety.String()}
+}
+
+// failover times SIGKILL of the holder's supervisor → the waiter's child
+// starts, on both stores.
+func (b *bench) failover() error {
+	for _, store := range []struct {
+		name  string
+		redis bool
+	}{{"redis", true}, {"embedded", false}} {
+		var s []float64
+		for range faultRounds {
+			d, err := b.failoverOnce(store.redis)
+			if err != nil {
+				return fmt.Errorf("failover on %s: %w", store.name, err)
+			}
+			s = append(s, d)
+		}
+		line("failover_"+store.name+"_ms", median(s), "ms", fmt.Sprintf("target <= ttl + 100 = %.0f; ttl %s; median of %d, max %.1f",
+			ms(faultTTL+100*time.Millisecond), faultTTL, faultRounds, maxOf(s)))
+	}
+	return nil
+}
+
+func (b *bench) failoverOnce(redis bool) (float64, error) {
+	job := "failover-" + strconv.Itoa(b.next())
+	holder, err := startProc(b.leasectlCmd(redis, append(append([]string{"run", "--job", job}, faultTiming()...), "--", b.stamp, "hold", b.file("holder"))...), true)
+	if err != nil {
+		return 0, err
+	}
+	defer holder.wait()
+	defer holder.release()
+	if _, err := holder.childPID(); err != nil {
+		holder.cmd.Process.Kill()
+		return 0, err
+	}
+	waiterFile := b.file("waiter")
+	waiter, err := startProc(b.leasectlCmd(redis, append(append([]string{"--log-level", "debug", "run", "--job", job, "--wait"}, faultTiming()...), "--", b.stamp, "start", waiterFile)...), false)
+	if err != nil {
+		holder.cmd.Process.Kill()
+		return 0, err
+	}
+	if err := waiter.awaitWaiting(); err != nil {
+		holder.cmd.Process.Kill()
+		waiter.cmd.Process.Kill()
+		return 0, err
+	}
+	// Kill at a random point of the heartbeat cycle: right after a renewal
+	// is the worst case, a full TTL.
+	time.Sleep(time.Duration(b.rng.Int64N(int64(faultTTL))))
+	killed := mono()
+	if err := holder.cmd.Process.Kill(); err != nil {
+		return 0, fmt.Errorf("killing the holder: %w", err)
+	}
+	if err := waiter.waitOK(); err != nil {
+		return 0, err
+	}
+	started, err := readStamp(waiterFile)
+	if err != nil {
+		return 0, err
+	}
+	return float64(started-killed) / 1e6, nil
+}
+
+// failFast times a Redis freeze → the holder's child dies.
+func (b *bench) failFast() error {
+	var s []float64
+	for range faultRounds {
+		d, err := b.failFastOnce()
+		if err != nil {
+			return fmt.Errorf("fail-fast: %w", err)
+		}
+		s = append(s, d)
+	}
+	line("failfast_redis_ms", median(s), "ms", fmt.Sprintf(
+		"child death - Redis freeze (SIGSTOP); bound: death <= last confirmed renewal's send + safety + 50 = send + %.0f, and that send precedes the freeze; safety %s, heartbeat %s; median of %d, max %.1f",
+		ms(faultSafety+50*time.Millisecond), faultSafety, faultHeartbeat, faultRounds, maxOf(s)))
+	return nil
+}
+
+func (b *bench) failFastOnce() (float64, error) {
+	job := "failfast-" + strconv.Itoa(b.next())
+	holder, err := startProc(b.leasectlCmd(true, append(append([]string{"run", "--job", job}, faultTiming()...), "--", b.stamp, "hold", b.file("holder"))...), true)
+	if err != nil {
+		return 0, err
+	}
+	defer holder.wait()
+	defer holder.release()
+	child, err := holder.childPID()
+	if err != nil {
+		holder.cmd.Process.Kill()
+		return 0, err
+	}
+	pidfd, err := unix.PidfdOpen(child, 0)
+	if err != nil {
+		holder.cmd.Process.Kill()
+		return 0, fmt.Errorf("pidfd_open: %w", err)
+	}
+	defer unix.Close(pidfd)
+	// Let renewals be confirmed, so the freeze hits a steady lease, at a
+	// random point of the heartbeat cycle.
+	time.Sleep(3*faultHeartbeat + time.Duration(b.rng.Int64N(int64(faultHeartbeat))))
+	frozen := mono()
+	if err := b.redis.Freeze(); err != nil {
+		return 0, err
+	}
+	died, err := awaitDeath(pidfd)
+	if terr := b.redis.Thaw(); err == nil {
+		err = terr
+	}
+	if err != nil {
+		holder.cmd.Process.Kill()
+		return 0, err
+	}
+	return float64(died-frozen) / 1e6, nil
+}
+
+// maxOf is the largest of xs.
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}

@@ -1,0 +1,140 @@
+// Command bench measures every figure of DESIGN §8 in one run, side by side
+// with flock(1) and `etcdctl lock`, and prints them as `name value unit`
+// lines, each with its target as a comment. `make bench` runs it from the
+// module root. It starts its own redis-server (and etcd, when installed) on
+// free loopback ports and stops them at the end; it never touches another
+// server.
+//
+// The machine may be busy with other work: every comparison is measured
+// interleaved, round-robin, so that noise hits all commands alike, and
+// reported as a median.
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Sample counts: at least 30 for every median DESIGN §8 compares.
+const (
+	startupRounds = 40 // interleaved runs of each start-up command
+	warmupRounds  = 3  // not counted: page cache, first connections
+	handoffRounds = 30 // handoffs per store and reference
+	faultRounds   = 5  // failovers and fail-fasts: each waits out a TTL
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	began := time.Now()
+	if _, err := os.Stat("go.mod"); err != nil {
+		return fmt.Errorf("run from the module root (make bench): %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "leasectl-bench-")
+	if err != nil {
+		return fmt.Errorf("temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	b := &bench{tmp: tmp, rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+	if err := b.build(); err != nil {
+		return err
+	}
+	fmt.Printf("# leasectl bench: static build (CGO_ENABLED=0 -trimpath -s -w), medians; load average %s\n", loadAverage())
+	if err := b.startServers(); err != nil {
+		return err
+	}
+	defer b.stopServers()
+	for _, step := range []func() error{b.startup, b.handoffs, b.failover, b.failFast, b.rss, b.storeFigures} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("# done in %s\n", time.Since(began).Round(100*time.Millisecond))
+	return nil
+}
+
+// bench holds the built binaries and the servers of one run.
+type bench struct {
+	tmp      string
+	leasectl string
+	stamp    string
+	setnx    string
+	rng      *rand.Rand
+	servers
+	seq int // numbers files and job IDs
+}
+
+// build compiles leasectl as the release does, and the helpers.
+func (b *bench) build() error {
+	b.leasectl = filepath.Join(b.tmp, "leasectl")
+	b.stamp = filepath.Join(b.tmp, "stamp")
+	b.setnx = filepath.Join(b.tmp, "setnx")
+	for _, t := range []struct{ out, pkg string }{{b.leasectl, "."}, {b.stamp, "./bench/stamp"}, {b.setnx, "./bench/setnx"}} {
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", t.out, t.pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", t.pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// loadAverage is the 1, 5 and 15-minute load average: the machine may be
+// busy with other work, which the figures should be read against.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+// next returns a fresh number for file names and job IDs.
+func (b *bench) next() int {
+	b.seq++
+	return b.seq
+}
+
+// file returns a fresh path in the temp dir.
+func (b *bench) file(prefix string) string {
+	return filepath.Join(b.tmp, fmt.Sprintf("%s-%d", prefix, b.next()))
+}
+
+// line prints one figure: name, value, unit, then a comment.
+func line(name string, value float64, unit, comment string) {
+	prec := 2
+	if unit == "bytes" {
+		prec = 0
+	}
+	fmt.Printf("%s %.*f %s", name, prec, value, unit)
+	if comment != "" {
+		fmt.Printf(" # %s", comment)
+	}
+	fmt.Println()
+}
+
+// median of xs (not modified).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// ms converts a duration to milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
