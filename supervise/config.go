@@ -106,8 +106,19 @@ func (c *Config) Validate() error {
 			return &ConfigError{fmt.Sprintf("%s must be positive, got %s", d.name, d.v)}
 		}
 	}
+	// After SetDefaults these are never zero, except derived from a TTL so
+	// short that --ttl/3 rounds down to nothing.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--ttl", c.TTL}, {"--heartbeat", c.Heartbeat}, {"--safety", c.Safety}, {"--evidence-ttl", c.EvidenceTTL}, {"--grace", c.Grace}} {
+		if d.v == 0 {
+			return &ConfigError{fmt.Sprintf("%s must be positive, got 0 (is --ttl %s too short?)", d.name, c.TTL)}
+		}
+	}
+	// The relations are written so that no product or sum can overflow.
 	switch {
-	case c.Heartbeat*3 > c.TTL:
+	case c.Heartbeat > c.TTL/3:
 		return &ConfigError{fmt.Sprintf("--heartbeat %s must be at most --ttl/3 (%s)", c.Heartbeat, c.TTL/3)}
 	case c.Safety <= c.Heartbeat:
 		return &ConfigError{fmt.Sprintf("--safety %s must be longer than --heartbeat %s", c.Safety, c.Heartbeat)}
@@ -115,7 +126,7 @@ func (c *Config) Validate() error {
 		return &ConfigError{fmt.Sprintf("--safety %s must be shorter than --ttl %s, so the child dies before the lease can expire", c.Safety, c.TTL)}
 	case c.Grace > c.TTL:
 		return &ConfigError{fmt.Sprintf("--grace %s must be at most --ttl %s", c.Grace, c.TTL)}
-	case c.EvidenceTTL <= c.TTL+minEvidenceMargin:
+	case c.EvidenceTTL-minEvidenceMargin <= c.TTL:
 		return &ConfigError{fmt.Sprintf("--evidence-ttl %s must be longer than --ttl + 1m (%s)", c.EvidenceTTL, c.TTL+minEvidenceMargin)}
 	case c.MaxCrashes < 2:
 		return &ConfigError{fmt.Sprintf("--max-crashes %d must be at least 2", c.MaxCrashes)}

@@ -1,6 +1,7 @@
 package supervise_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,11 @@ func FuzzConfigValidate(f *testing.F) {
 	f.Add(1000*ms, 200*ms, 500*ms, int64(0), int64(0), int64(0), int64(0), int64(0), 0)      // the chaos test's timing
 	f.Add(3000*ms, 1000*ms, 1001*ms, 63001*ms, 3000*ms, int64(0), int64(0), int64(0), 2)     // every rule at its edge
 	f.Add(-ms, -ms, -ms, -ms, -ms, -ms, -ms, -ms, -1)                                        // everything negative
+	// What the fuzzer found once: a TTL so short that --ttl/3 is 0, and
+	// relations that overflowed when computed as heartbeat*3 and ttl+1m.
+	f.Add(int64(2), int64(0), int64(1), int64(0), int64(0), int64(0), int64(0), int64(0), 0)
+	f.Add(int64(5e18), int64(4e18), int64(4.5e18), int64(6e18), int64(0), int64(0), int64(0), int64(0), 0)
+	f.Add(int64(math.MaxInt64-int64(time.Second)), int64(0), int64(0), int64(math.MaxInt64), int64(0), int64(0), int64(0), int64(0), 0)
 	f.Fuzz(func(t *testing.T, ttl, heartbeat, safety, evidence, grace, maxRuntime, minInterval, waitTimeout int64, maxCrashes int) {
 		c := supervise.Config{
 			Job: "fuzz", Command: []string{"true"},
