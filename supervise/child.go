@@ -8,8 +8,8 @@ import (
 
 // Child is the supervised command's process group.
 type Child interface {
-	// Pgid is the child's process group ID (the child's PID).
-	Pgid() int
+	// PID is the direct child's process ID.
+	PID() int
 	// Signal sends sig to the whole process group.
 	Signal(sig syscall.Signal) error
 	// Done delivers the child's exit status once, when the direct child has
@@ -53,8 +53,9 @@ func (e *StartError) Unwrap() error { return e.Err }
 // Watchdog is the separate process that kills the child's group when the
 // safety deadline passes without an update, or when the supervisor vanishes.
 type Watchdog interface {
-	// SetGroup tells the watchdog which process group to kill.
-	SetGroup(pgid int) error
+	// Group is the process group the watchdog leads and kills; the child
+	// joins it.
+	Group() int
 	// SetDeadline moves the kill deadline; left is the time from now.
 	SetDeadline(left time.Duration) error
 	// Close stops the watchdog after the run ended and the group was killed.

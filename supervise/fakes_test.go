@@ -220,9 +220,10 @@ type fakeChild struct {
 	signals chan sigAt
 	done    chan Exit
 	env     []string
+	pgid    int // the group it was started in
 }
 
-func (c *fakeChild) Pgid() int { return 4242 }
+func (c *fakeChild) PID() int { return 4243 }
 func (c *fakeChild) Signal(sig syscall.Signal) error {
 	c.signals <- sigAt{sig, c.clock.Now()}
 	return nil
@@ -233,16 +234,10 @@ func (c *fakeChild) Done() <-chan Exit { return c.done }
 type fakeWatchdog struct {
 	mu      sync.Mutex
 	updates chan time.Duration // every deadline it was given, as time left
-	pgid    int
 	closed  bool
 }
 
-func (w *fakeWatchdog) SetGroup(pgid int) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.pgid = pgid
-	return nil
-}
+func (w *fakeWatchdog) Group() int { return 4242 }
 
 func (w *fakeWatchdog) SetDeadline(left time.Duration) error {
 	w.updates <- left
@@ -317,11 +312,11 @@ func (h *harness) start() {
 		Store: h.store,
 		Clock: h.clock,
 		Log:   zerolog.Nop(),
-		Start: func(env []string) (Child, error) {
+		Start: func(env []string, pgid int) (Child, error) {
 			if h.startErr != nil {
 				return nil, h.startErr
 			}
-			c := &fakeChild{clock: h.clock, signals: make(chan sigAt, 64), done: make(chan Exit, 1), env: env}
+			c := &fakeChild{clock: h.clock, signals: make(chan sigAt, 64), done: make(chan Exit, 1), env: env, pgid: pgid}
 			h.child = c
 			h.started <- c
 			return c, nil

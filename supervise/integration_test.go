@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,14 +55,16 @@ func runMain(m *testing.M) int {
 const hangGuard = 20 * time.Second
 
 // leasectl returns a command running the binary against srv (nil: the
-// embedded store in a fresh folder) in a namespace of the test's own.
+// embedded store in a folder of the test's own) in a namespace of the
+// test's own, so that repeated runs (-count) never share state.
 func leasectl(t *testing.T, srv *redistest.Server, args ...string) *exec.Cmd {
 	t.Helper()
+	w := worldOf(t)
 	cmd := exec.Command(binary, args...)
 	env := append(os.Environ(),
-		"LEASECTL_NAMESPACE=t-"+strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()),
+		"LEASECTL_NAMESPACE="+w.namespace,
 		"LEASECTL_LOG_FORMAT=json",
-		"XDG_STATE_HOME="+stateDir(t),
+		"XDG_STATE_HOME="+w.stateDir,
 	)
 	if srv != nil {
 		env = append(env, "LEASECTL_STORE="+srv.URL)
@@ -72,17 +75,33 @@ func leasectl(t *testing.T, srv *redistest.Server, args ...string) *exec.Cmd {
 	return cmd
 }
 
-var stateDirs = map[string]string{}
+// world is one test's namespace and embedded store folder.
+type world struct {
+	namespace string
+	stateDir  string
+}
 
-// stateDir is the test's embedded store folder, the same for every call in
-// one test.
-func stateDir(t *testing.T) string {
-	if d, ok := stateDirs[t.Name()]; ok {
-		return d
+var (
+	worldsMu sync.Mutex
+	worlds   = map[*testing.T]world{}
+	worldSeq int
+)
+
+func worldOf(t *testing.T) world {
+	worldsMu.Lock()
+	defer worldsMu.Unlock()
+	if w, ok := worlds[t]; ok {
+		return w
 	}
-	d := t.TempDir()
-	stateDirs[t.Name()] = d
-	return d
+	worldSeq++
+	w := world{namespace: fmt.Sprintf("t%d", worldSeq), stateDir: t.TempDir()}
+	worlds[t] = w
+	t.Cleanup(func() {
+		worldsMu.Lock()
+		defer worldsMu.Unlock()
+		delete(worlds, t)
+	})
+	return w
 }
 
 // exitCode runs cmd to completion and returns its exit code.

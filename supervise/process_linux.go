@@ -11,9 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-func childAttr(foreground bool) *syscall.SysProcAttr {
+func childAttr(foreground bool, pgid int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{
 		Setpgid:    true,
+		Pgid:       pgid,
 		Foreground: foreground,
 		Pdeathsig:  syscall.SIGKILL,
 	}

@@ -6,8 +6,8 @@ import "syscall"
 
 // childAttr has no parent-death signal outside Linux; the watchdog alone
 // kills the group when the supervisor vanishes.
-func childAttr(foreground bool) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Foreground: foreground}
+func childAttr(foreground bool, pgid int) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pgid: pgid, Foreground: foreground}
 }
 
 // BecomeSubreaper does nothing outside Linux: descendants that leave the

@@ -25,11 +25,11 @@ type Command struct {
 	Foreground bool
 }
 
-// Start starts the command in its own process group with env added to the
-// environment. The goroutine that forks keeps its OS thread locked until the
+// Start starts the command with env added to the environment, in process
+// group pgid, or in a new group it leads when pgid is 0. The goroutine that forks keeps its OS thread locked until the
 // child exits, because the kernel delivers the parent-death signal when the
 // forking thread ends, not the process.
-func (c *Command) Start(env []string) (Child, error) {
+func (c *Command) Start(env []string, pgid int) (Child, error) {
 	path, err := exec.LookPath(c.Argv[0])
 	if err != nil {
 		code := 127
@@ -42,7 +42,7 @@ func (c *Command) Start(env []string) (Child, error) {
 	cmd.Args = c.Argv
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Stdin, c.Stdout, c.Stderr
-	cmd.SysProcAttr = childAttr(c.Foreground)
+	cmd.SysProcAttr = childAttr(c.Foreground, pgid)
 
 	started := make(chan error, 1)
 	p := &proc{done: make(chan Exit, 1)}
@@ -54,7 +54,10 @@ func (c *Command) Start(env []string) (Child, error) {
 			started <- err
 			return
 		}
-		p.pid = cmd.Process.Pid
+		p.pid, p.pgid = cmd.Process.Pid, pgid
+		if pgid == 0 {
+			p.pgid = p.pid
+		}
 		if c.Foreground {
 			// leasectl is now in the terminal's background: with `stty
 			// tostop`, its log lines would stop it. Ignoring SIGTTOU only
@@ -75,15 +78,15 @@ func (c *Command) Start(env []string) (Child, error) {
 }
 
 type proc struct {
-	pid  int
-	done chan Exit
+	pid, pgid int
+	done      chan Exit
 }
 
-func (p *proc) Pgid() int         { return p.pid }
+func (p *proc) PID() int          { return p.pid }
 func (p *proc) Done() <-chan Exit { return p.done }
 
 func (p *proc) Signal(sig syscall.Signal) error {
-	return unix.Kill(-p.pid, sig)
+	return unix.Kill(-p.pgid, sig)
 }
 
 func exitOf(st *os.ProcessState, err error) Exit {
@@ -112,6 +115,3 @@ func startError(err error) *StartError {
 func reclaimTerminal() {
 	_ = unix.IoctlSetPointerInt(0, unix.TIOCSPGRP, unix.Getpgrp())
 }
-
-// KillGroup sends SIGKILL to process group pgid.
-func KillGroup(pgid int) error { return unix.Kill(-pgid, syscall.SIGKILL) }

@@ -35,9 +35,10 @@ type Supervisor struct {
 	Store leasestore.Store
 	Clock Clock
 	Log   zerolog.Logger
-	// Start starts the command in its own process group with env added to
-	// its environment. A command that cannot start returns *StartError.
-	Start func(env []string) (Child, error)
+	// Start starts the command with env added to its environment, in
+	// process group pgid (the watchdog's), or in a new group of its own when
+	// pgid is 0. A command that cannot start returns *StartError.
+	Start func(env []string, pgid int) (Child, error)
 	// Watchdog starts the watchdog process; nil runs without one.
 	Watchdog func() (Watchdog, error)
 	// Signals delivers the operator's signals to forward (SIGINT, SIGTERM,
@@ -102,8 +103,15 @@ func (e *WaitTimeoutError) Unwrap() error { return e.Held }
 // started child is supervised until it exits, whatever ctx does.
 func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 	log := s.Log.With().Str("job", cfg.Job).Str("worker", cfg.WorkerID).Logger()
+	// The watchdog process starts while the lease is being acquired: its
+	// fork and exec cost as much as the acquire, and need not wait for it.
+	// It guards nothing until it is told the child's group.
+	watchdog := s.startWatchdog()
 	lease, sent, ending, err := s.acquire(ctx, cfg, log)
 	if err != nil || lease == nil {
+		if wd, _ := (<-watchdog).get(); wd != nil {
+			_ = wd.Close()
+		}
 		return ending, err
 	}
 	r := &run{
@@ -112,7 +120,30 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 		lease: lease,
 		log:   log.With().Int64("token", lease.Token).Logger(),
 	}
-	return r.supervise(sent)
+	return r.supervise(sent, watchdog)
+}
+
+// startedWatchdog is the outcome of starting the watchdog.
+type startedWatchdog struct {
+	wd  Watchdog
+	err error
+}
+
+func (w startedWatchdog) get() (Watchdog, error) { return w.wd, w.err }
+
+// startWatchdog starts the watchdog in the background; the channel delivers
+// it, or a nil Watchdog when the Supervisor has none.
+func (s *Supervisor) startWatchdog() <-chan startedWatchdog {
+	c := make(chan startedWatchdog, 1)
+	if s.Watchdog == nil {
+		c <- startedWatchdog{}
+		return c
+	}
+	go func() {
+		wd, err := s.Watchdog()
+		c <- startedWatchdog{wd, err}
+	}()
+	return c
 }
 
 // acquire gets the lease, waiting for it with cfg.Wait. It returns the lease
@@ -220,24 +251,27 @@ type run struct {
 	startedAt time.Time
 }
 
-func (r *run) supervise(sent time.Time) (Ending, error) {
+func (r *run) supervise(sent time.Time, watchdog <-chan startedWatchdog) (Ending, error) {
 	clock := r.s.Clock
 	r.deadline = sent.Add(r.cfg.Safety)
+	wd, err := (<-watchdog).get()
+	if err != nil {
+		r.release(leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "watchdog failed to start"})
+		return Ending{}, fmt.Errorf("starting the watchdog: %w", err)
+	}
+	r.wd = wd
 	if !clock.Now().Before(r.deadline) {
+		r.closeWatchdog()
 		r.release(leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "the grant arrived after the safety window"})
 		return Ending{}, &leasestore.UnavailableError{Op: "acquire", Err: fmt.Errorf("the store took longer than --safety %s to grant the lease", r.cfg.Safety)}
 	}
-	if r.s.Watchdog != nil {
-		wd, err := r.s.Watchdog()
-		if err != nil {
-			r.release(leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "watchdog failed to start"})
-			return Ending{}, fmt.Errorf("starting the watchdog: %w", err)
-		}
-		r.wd = wd
-		r.tellWatchdog(func() error { return wd.SetDeadline(r.deadline.Sub(clock.Now())) })
+	r.tellWatchdog(func() error { return wd.SetDeadline(r.deadline.Sub(clock.Now())) })
+	pgid := 0
+	if wd != nil {
+		pgid = wd.Group()
 	}
 	r.startedAt = clock.Now()
-	child, err := r.s.Start(r.env())
+	child, err := r.s.Start(r.env(), pgid)
 	if err != nil {
 		r.closeWatchdog()
 		var se *StartError
@@ -249,10 +283,7 @@ func (r *run) supervise(sent time.Time) (Ending, error) {
 		return Ending{Reason: NotStarted, Start: se, Lease: r.lease, Detail: se.Error()}, nil
 	}
 	r.child = child
-	r.log.Info().Int("pid", child.Pgid()).Strs("command", r.cfg.Command).Msg("child started")
-	if r.wd != nil {
-		r.tellWatchdog(func() error { return r.wd.SetGroup(child.Pgid()) })
-	}
+	r.log.Info().Int("pid", child.PID()).Strs("command", r.cfg.Command).Msg("child started")
 	return r.loop(), nil
 }
 

@@ -47,8 +47,8 @@ func TestRenewOKMovesTheDeadline(t *testing.T) {
 	if got := c.received(); len(got) != 1 || got[0].sig != syscall.SIGKILL {
 		t.Errorf("after the child exited, its group got %v, want one SIGKILL for what is left", got)
 	}
-	if h.wd.pgid != 4242 || !h.wd.closed {
-		t.Errorf("watchdog pgid %d closed %v, want 4242 and closed", h.wd.pgid, h.wd.closed)
+	if c.pgid != h.wd.Group() || !h.wd.closed {
+		t.Errorf("child started in group %d, watchdog closed %v; want the watchdog's group %d, closed", c.pgid, h.wd.closed, h.wd.Group())
 	}
 }
 

@@ -18,15 +18,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The watchdog protocol: the supervisor writes lines to the watchdog's
-// stdin. Deadlines are absolute CLOCK_MONOTONIC nanoseconds, a clock both
-// processes share, so the watchdog's deadline is exactly the supervisor's.
+// The watchdog leads the process group the child joins, so it knows the
+// group it guards from its first instruction, before the child exists: a
+// supervisor killed right after starting the child cannot leave the group
+// unguarded. The supervisor writes lines to the watchdog's stdin:
 //
-//	G <pgid>      the process group to kill
-//	D <mono-ns>   the new deadline
+//	D <mono-ns>   the deadline, in CLOCK_MONOTONIC nanoseconds, a clock both
+//	              processes share, so the watchdog's deadline is exactly the
+//	              supervisor's
 //
-// End of input means the supervisor died: the watchdog kills the group at
-// once. When the run ends cleanly, the supervisor kills the watchdog.
+// When the deadline passes without a new one, or stdin ends because the
+// supervisor died, the watchdog SIGKILLs its whole group, itself included.
+// It ignores the signals forwarded to the group. When the run ends cleanly,
+// the supervisor kills it.
 
 // WatchdogArg is the hidden subcommand that runs the watchdog.
 const WatchdogArg = "__watchdog"
@@ -50,8 +54,9 @@ type ProcessWatchdog struct {
 // whose pipe filled up cannot block the supervisor's loop.
 const watchdogWriteTimeout = 10 * time.Millisecond
 
-// StartWatchdog starts `self __watchdog` in its own process group (so the
-// terminal's Ctrl-C does not reach it), its stderr shared with ours.
+// StartWatchdog starts `self __watchdog` as the leader of a new process
+// group (the terminal's Ctrl-C does not reach it before the child joins),
+// its stderr shared with ours.
 func StartWatchdog(self string, stderr io.Writer) (*ProcessWatchdog, error) {
 	cmd := exec.Command(self, WatchdogArg)
 	cmd.Stderr = stderr
@@ -70,11 +75,8 @@ func StartWatchdog(self string, stderr io.Writer) (*ProcessWatchdog, error) {
 	return &ProcessWatchdog{cmd: cmd, w: w}, nil
 }
 
-
-// SetGroup tells the watchdog which group to kill.
-func (p *ProcessWatchdog) SetGroup(pgid int) error {
-	return p.send(fmt.Sprintf("G %d\n", pgid))
-}
+// Group is the watchdog's process group, which the child must join.
+func (p *ProcessWatchdog) Group() int { return p.cmd.Process.Pid }
 
 // SetDeadline moves the watchdog's deadline to left from now.
 func (p *ProcessWatchdog) SetDeadline(left time.Duration) error {
@@ -104,11 +106,13 @@ func (p *ProcessWatchdog) Close() error {
 }
 
 // RunWatchdog is the watchdog process's main loop, reading the protocol from
-// in. It returns after killing the group.
+// in. It returns only if it failed to kill its group.
 func RunWatchdog(in io.Reader, stderr io.Writer) error {
-	// The operator's signals are for the supervisor and the child; the
-	// watchdog must outlive a supervisor that dies of them.
-	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
+	// The operator's signals, forwarded to the group, are for the child; the
+	// watchdog must outlive a supervisor that dies of them, and must not be
+	// stopped with a child that is (Ctrl-Z).
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
+		syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(in)
@@ -117,37 +121,17 @@ func RunWatchdog(in io.Reader, stderr io.Writer) error {
 		}
 		close(lines)
 	}()
-	pgid := 0
-	var deadline int64 // 0: none yet
+	var deadline int64
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	kill := func(why string) error {
-		if pgid == 0 {
-			return nil
-		}
-		err := unix.Kill(-pgid, syscall.SIGKILL)
-		fmt.Fprintf(stderr, "leasectl watchdog: killed process group %d: %s\n", pgid, why)
-		if err == unix.ESRCH {
-			return nil
-		}
-		return err
-	}
 	for {
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				return kill("the supervisor vanished")
+				return killOwnGroup(stderr, "the supervisor vanished")
 			}
-			op, arg, _ := strings.Cut(line, " ")
-			n, _ := strconv.ParseInt(arg, 10, 64)
-			switch op {
-			case "G":
-				pgid = int(n)
-				if deadline != 0 && monoNow() >= deadline {
-					return kill("the safety deadline passed without a renewal")
-				}
-			case "D":
-				deadline = n
+			if op, arg, _ := strings.Cut(line, " "); op == "D" {
+				deadline, _ = strconv.ParseInt(arg, 10, 64)
 				timer.Reset(time.Duration(deadline - monoNow()))
 			}
 		case <-timer.C:
@@ -155,14 +139,16 @@ func RunWatchdog(in io.Reader, stderr io.Writer) error {
 				timer.Reset(time.Duration(deadline - now))
 				continue
 			}
-			if pgid == 0 {
-				// The child never started; nothing to kill, but stay until the
-				// supervisor says the run is over or vanishes.
-				continue
-			}
-			return kill("the safety deadline passed without a renewal")
+			return killOwnGroup(stderr, "the safety deadline passed without a renewal")
 		}
 	}
+}
+
+// killOwnGroup SIGKILLs the watchdog's process group: the child and its
+// descendants, and the watchdog itself.
+func killOwnGroup(stderr io.Writer, why string) error {
+	fmt.Fprintf(stderr, "leasectl watchdog: killing process group %d: %s\n", unix.Getpgrp(), why)
+	return unix.Kill(0, syscall.SIGKILL)
 }
 
 var _ Watchdog = (*ProcessWatchdog)(nil)
