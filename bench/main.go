@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command bench measures every figure of DESIGN §8 in one run, side by side
 // with flock(1) and `etcdctl lock`, and prints them as `name value unit`
 // lines, each with its target as a comment. `make bench` runs it from the

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command stamp is the benchmark's child: it writes a CLOCK_MONOTONIC
 // timestamp in nanoseconds to a file, so that `make bench` can time a
 // handoff from one child's end to the next child's start without counting
