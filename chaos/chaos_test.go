@@ -443,7 +443,8 @@ func TestChaosRedisRestarts(t *testing.T) {
 
 // TestChaosCatchesAnEscapedChild is the negative control: a child that
 // leaves its process group with setsid(1) is outside what leasectl can
-// track (DESIGN §2, §11). When its supervisor is SIGKILLed, the watchdog
+// track (DESIGN §2, §11). --fork makes the escapee a grandchild: the direct
+// child's parent-death signal would kill it even in a session of its own. When its supervisor is SIGKILLed, the watchdog
 // kills the group but not the escaped child, which goes on running while
 // the waiter takes the lease. The check must see that overlap.
 func TestChaosCatchesAnEscapedChild(t *testing.T) {
@@ -451,7 +452,7 @@ func TestChaosCatchesAnEscapedChild(t *testing.T) {
 		t.Skip("setsid(1) is not installed")
 	}
 	h := newHarness(t, "chaos-escape")
-	h.wrap = []string{"setsid", "--wait"}
+	h.wrap = []string{"setsid", "--fork", "--wait"}
 	escaped := make(chan int, 1)
 	holder := h.command("3s")
 	if _, err := h.start(holder, func(pid int) { escaped <- pid }); err != nil {
