@@ -124,9 +124,21 @@ func positiveDurations(fl *pflag.FlagSet, names ...string) error {
 
 func runRun(ctx context.Context, opts *RunOptions) error {
 	f, c := opts.Factory, &opts.Config
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding leasectl's own binary for the watchdog: %w", err)
+	}
+	watchdog := startEarlyWatchdog(self)
+	defer watchdog.discard()
+	store, err := f.OpenStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	// No signal.Stop: the process ends with this function, and Stop waits
+	// for the runtime's signal loop to go idle, which costs every run.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
-	defer signal.Stop(sigs)
 
 	host, _ := os.Hostname()
 	c.Host, c.PID = host, os.Getpid()
@@ -138,17 +150,8 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	if err != nil {
 		return err
 	}
-	store, err := f.OpenStore(ctx)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
 	if err := supervise.BecomeSubreaper(); err != nil {
 		log.Warn().Str("job", c.Job).Str("worker", c.WorkerID).Err(err).Msg("cannot become a child subreaper; descendants that leave the group will not be tracked")
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding leasectl's own binary for the watchdog: %w", err)
 	}
 	status := &waitStatus{io: f.IO, job: c.Job, now: f.Now}
 	child := &supervise.Command{Argv: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: c.Interactive}
@@ -157,9 +160,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		Clock: supervise.RealClock{},
 		Log:   log,
 		Start: child.Start,
-		Watchdog: func() (supervise.Watchdog, error) {
-			return supervise.StartWatchdog(self, os.Stderr)
-		},
+		Watchdog:    watchdog.take,
 		Signals:     sigs,
 		OnWait:      status.show,
 		KillOrphans: supervise.KillOrphans,
@@ -170,6 +171,50 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		return runRefusal(err, c.Job, opts.ConflictExitCode)
 	}
 	return exitWith(runExitCode(ending), nil)
+}
+
+// earlyWatchdog is the watchdog process started as soon as `run` begins, so
+// that its fork, exec and start-up overlap leasectl's own set-up and the
+// acquire instead of delaying the child.
+type earlyWatchdog struct {
+	started chan earlyResult
+	taken   bool
+}
+
+type earlyResult struct {
+	wd  *supervise.ProcessWatchdog
+	err error
+}
+
+func startEarlyWatchdog(self string) *earlyWatchdog {
+	e := &earlyWatchdog{started: make(chan earlyResult, 1)}
+	go func() {
+		wd, err := supervise.StartWatchdog(self, os.Stderr)
+		e.started <- earlyResult{wd, err}
+	}()
+	return e
+}
+
+// take hands the watchdog to the Supervisor, which stops it when the run
+// ends.
+func (e *earlyWatchdog) take() (supervise.Watchdog, error) {
+	e.taken = true
+	r := <-e.started
+	if r.err != nil {
+		return nil, r.err
+	}
+	return r.wd, nil
+}
+
+// discard stops the watchdog if the Supervisor never took it (`run` failed
+// before it began).
+func (e *earlyWatchdog) discard() {
+	if e.taken {
+		return
+	}
+	if r := <-e.started; r.wd != nil {
+		_ = r.wd.Close()
+	}
 }
 
 // runRefusal turns a refusal before the child started into its one stderr

@@ -82,7 +82,9 @@ var luaQuarantined string
 var luaCounts string
 
 // One script per transition, run with EVALSHA (falling back to EVAL when
-// the server lost its script cache, e.g. after a restart).
+// the server lost its script cache, e.g. after a restart). Each is built on
+// first use: hashing all of them at start-up would cost every leasectl
+// process, the watchdog included, for the one or two a command runs.
 var (
 	scriptAcquire      = newScript(luaAcquire)
 	scriptRenew        = newScript(luaRenew)
@@ -97,9 +99,12 @@ var (
 	scriptCounts       = newScript(luaCounts)
 )
 
-// newScript prepends the shared helpers to a script's body.
-func newScript(body string) *redis.Script {
-	return redis.NewScript(fmt.Sprintf("local HISTORY_LIMIT = %d\n", HistoryLimit) + luaLib + body)
+// newScript returns the script made of the shared helpers and body, built
+// (and its SHA1 computed) once, on first use.
+func newScript(body string) func() *redis.Script {
+	return sync.OnceValue(func() *redis.Script {
+		return redis.NewScript(fmt.Sprintf("local HISTORY_LIMIT = %d\n", HistoryLimit) + luaLib + body)
+	})
 }
 
 const (
@@ -192,8 +197,8 @@ func (s *Redis) channel(job string) string {
 }
 
 // run runs script and returns its reply, or an *UnavailableError for op.
-func (s *Redis) run(ctx context.Context, op string, script *redis.Script, keys []string, args ...any) (any, error) {
-	v, err := script.Run(ctx, s.rdb, keys, args...).Result()
+func (s *Redis) run(ctx context.Context, op string, script func() *redis.Script, keys []string, args ...any) (any, error) {
+	v, err := script().Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
 		return nil, s.unavailable(op, err)
 	}
