@@ -72,7 +72,9 @@ func exitCode(err error) int {
 }
 
 // isCobraUsage recognises the errors cobra returns for unknown commands and
-// wrong argument counts, which it does not type.
+// wrong argument counts. Matching text is the exception STYLE allows only
+// where a library gives nothing else: cobra returns these as plain
+// fmt.Errorf values, with no type or sentinel to match.
 func isCobraUsage(err error) bool {
 	msg := err.Error()
 	for _, prefix := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "requires at most", "invalid argument", "flag needs an argument", "required flag"} {

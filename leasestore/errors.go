@@ -31,6 +31,7 @@ type HeldError struct {
 	ExpiresIn time.Duration // the holder's remaining liveness
 }
 
+// Error says who holds the job and for how long still.
 func (e *HeldError) Error() string {
 	return fmt.Sprintf("job %q is held by worker %s (host %s, pid %d) since %s; its lease expires in %s",
 		e.Job, e.Holder, e.Host, e.PID, e.Since.UTC().Format(time.RFC3339), e.ExpiresIn.Round(time.Millisecond))
@@ -41,6 +42,7 @@ type QuarantinedError struct {
 	Quarantine
 }
 
+// Error says since when and why the job is quarantined.
 func (e *QuarantinedError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %q is quarantined since %s", e.Job, e.Since.UTC().Format(time.RFC3339))
@@ -65,6 +67,7 @@ type TooSoonError struct {
 	Age         time.Duration // time since the last success, by the store's clock
 }
 
+// Error says how long ago the job last succeeded.
 func (e *TooSoonError) Error() string {
 	return fmt.Sprintf("job %q completed successfully %s ago, less than --min-interval %s",
 		e.Job, e.Age.Round(time.Millisecond), e.MinInterval)
@@ -79,6 +82,7 @@ type StaleTokenError struct {
 	Live    bool  // whether the current token's lease is live
 }
 
+// Error says why the token may no longer be used.
 func (e *StaleTokenError) Error() string {
 	switch {
 	case e.Current == 0:
@@ -97,6 +101,7 @@ type UnavailableError struct {
 	Err error
 }
 
+// Error names the operation and the cause.
 func (e *UnavailableError) Error() string {
 	return fmt.Sprintf("store unavailable during %s: %v", e.Op, e.Err)
 }

@@ -11,6 +11,7 @@ type InvalidJobIDError struct {
 	Reason string
 }
 
+// Error names the ID and what is wrong with it.
 func (e *InvalidJobIDError) Error() string {
 	return fmt.Sprintf("invalid job ID %q: %s", e.ID, e.Reason)
 }

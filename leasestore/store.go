@@ -29,9 +29,11 @@ type Store interface {
 	Renew(ctx context.Context, l *Lease) error
 
 	// Release ends l with outcome out: deletes liveness and evidence, records
-	// the outcome, updates the crash count, and wakes waiters. It returns
-	// ErrLeaseLost, and changes nothing, when l's token is not the job's
-	// current one or the lease already expired.
+	// the outcome, updates the crash count, and wakes waiters. It succeeds
+	// while l's evidence is there, even after its liveness expired: the
+	// supervisor saw the run end, so it is no crash. It returns ErrLeaseLost,
+	// and changes nothing, when l's token is no longer the job's current one
+	// or its evidence is gone (counted as a crash, or expired).
 	Release(ctx context.Context, l *Lease, out Outcome) error
 
 	// Scan finds runs whose evidence is there without liveness, counts each

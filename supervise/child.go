@@ -31,6 +31,7 @@ func (e Exit) ExitCode() int {
 	return e.Code
 }
 
+// String reads "exit N" or "signal N (name)".
 func (e Exit) String() string {
 	if e.Signal != 0 {
 		return fmt.Sprintf("signal %d (%s)", int(e.Signal), e.Signal)
@@ -45,6 +46,7 @@ type StartError struct {
 	Err  error
 }
 
+// Error is the cause's message.
 func (e *StartError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the cause.
@@ -58,6 +60,9 @@ type Watchdog interface {
 	Group() int
 	// SetDeadline moves the kill deadline; left is the time from now.
 	SetDeadline(left time.Duration) error
+	// Done is closed when the watchdog process has exited, for whatever
+	// reason.
+	Done() <-chan struct{}
 	// Close stops the watchdog after the run ended and the group was killed.
 	Close() error
 }

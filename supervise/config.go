@@ -57,6 +57,7 @@ type Config struct {
 // ConfigError names the timing rule a Config breaks.
 type ConfigError struct{ Rule string }
 
+// Error is the rule, in words.
 func (e *ConfigError) Error() string { return e.Rule }
 
 // SetDefaults fills the zero fields that have defaults.

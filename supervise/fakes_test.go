@@ -234,8 +234,11 @@ func (c *fakeChild) Done() <-chan Exit { return c.done }
 type fakeWatchdog struct {
 	mu      sync.Mutex
 	updates chan time.Duration // every deadline it was given, as time left
+	died    chan struct{}      // closed by a test to make the watchdog die
 	closed  bool
 }
+
+func (w *fakeWatchdog) Done() <-chan struct{} { return w.died }
 
 func (w *fakeWatchdog) Group() int { return 4242 }
 
@@ -286,7 +289,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 		t:       t,
 		clock:   clock,
 		store:   newFakeStore(clock),
-		wd:      &fakeWatchdog{updates: make(chan time.Duration, 64)},
+		wd:      &fakeWatchdog{updates: make(chan time.Duration, 64), died: make(chan struct{})},
 		signals: make(chan os.Signal),
 		started: make(chan *fakeChild, 1),
 		held:    make(chan *leasestore.HeldError, 16),

@@ -592,3 +592,20 @@ func TestDescendantsThatLeftTheGroupAreKilledAtTheEnd(t *testing.T) {
 		t.Fatalf("process %d escaped the group and outlived the run", gc)
 	}
 }
+
+func TestWatchdogKilledKillsTheChild(t *testing.T) {
+	// The child's process group is led by the watchdog.
+	r := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "wd-killed"}, append(timing(), "--", "sh", "-c",
+		`echo pid $$; echo wd $(cut -d' ' -f5 /proc/$$/stat); exec sleep 1000`)...)...))
+	pid, wd := r.pid("pid"), r.pid("wd")
+	if wd == pid {
+		t.Fatalf("the child leads its own group %d; want the watchdog's", wd)
+	}
+	if err := syscall.Kill(wd, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deathTime(t, pid)
+	if code := r.exitCode(); code != 125 {
+		t.Errorf("exit code %d, want 125: without its watchdog the run cannot keep its guarantee", code)
+	}
+}

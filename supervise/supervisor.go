@@ -32,9 +32,12 @@ const (
 // Supervisor runs commands under leases. Its fields are its dependencies, so
 // tests can give it a fake store, clock, child and watchdog.
 type Supervisor struct {
+	// Store holds the leases.
 	Store leasestore.Store
+	// Clock times the heartbeat, the safety deadline and the limits.
 	Clock Clock
-	Log   zerolog.Logger
+	// Log gets every line of the run, with job, worker and token added.
+	Log zerolog.Logger
 	// Start starts the command with env added to its environment, in
 	// process group pgid (the watchdog's), or in a new group of its own when
 	// pgid is 0. A command that cannot start returns *StartError.
@@ -88,6 +91,7 @@ type WaitTimeoutError struct {
 	Held   *leasestore.HeldError
 }
 
+// Error says how long it waited and who holds the job.
 func (e *WaitTimeoutError) Error() string {
 	return fmt.Sprintf("gave up after waiting %s: %v", e.Waited.Round(time.Millisecond), e.Held)
 }
@@ -244,7 +248,7 @@ type run struct {
 	renewing  bool
 	renewDone chan renewResult
 
-	signalled bool   // leasectl sent the group a signal: a signal death is not a crash
+	sent      uint64 // bit N: leasectl sent the group signal N; dying of it is not a crash
 	terms     int    // SIGINT/SIGTERM received
 	stopping  Reason // LeaseLost or MaxRuntime once decided; ChildExited otherwise
 	detail    string // why, when stopping
@@ -266,6 +270,16 @@ func (r *run) supervise(sent time.Time, watchdog <-chan startedWatchdog) (Ending
 		return Ending{}, &leasestore.UnavailableError{Op: "acquire", Err: fmt.Errorf("the store took longer than --safety %s to grant the lease", r.cfg.Safety)}
 	}
 	r.tellWatchdog(func() error { return wd.SetDeadline(r.deadline.Sub(clock.Now())) })
+	select {
+	case sig := <-r.s.Signals:
+		if ss, ok := sig.(syscall.Signal); ok && endsWait(ss) {
+			r.log.Info().Str("signal", ss.String()).Msg("signal before the child started: nothing started")
+			r.closeWatchdog()
+			r.release(leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "interrupted by " + ss.String()})
+			return Ending{Reason: Interrupted, Signal: ss, Lease: r.lease, Detail: "interrupted before the child started"}, nil
+		}
+	default:
+	}
 	pgid := 0
 	if wd != nil {
 		pgid = wd.Group()
@@ -299,8 +313,15 @@ func (r *run) loop() Ending {
 	}
 	deadlineT := clock.NewTimer(r.deadline.Sub(clock.Now()))
 	defer deadlineT.Stop()
-	beatT := clock.NewTimer(r.cfg.Heartbeat)
+	// The first renewal is due a heartbeat after the acquire was sent, as
+	// every later one is after its predecessor: the watchdog's and the
+	// child's start-up must not eat into the safety margin.
+	beatT := clock.NewTimer(r.deadline.Add(r.cfg.Heartbeat - r.cfg.Safety).Sub(clock.Now()))
 	defer beatT.Stop()
+	var watchdogDied <-chan struct{}
+	if r.wd != nil {
+		watchdogDied = r.wd.Done()
+	}
 	for {
 		select {
 		case exit := <-r.child.Done():
@@ -313,6 +334,10 @@ func (r *run) loop() Ending {
 				continue
 			}
 			switch {
+			case res.err == nil && !clock.Now().Before(r.deadline):
+				// Confirmed, but only after the deadline passed: the
+				// watchdog has acted on it already.
+				r.lose(fmt.Sprintf("no renewal confirmed within --safety %s", r.cfg.Safety))
 			case res.err == nil:
 				if d := res.sent.Add(r.cfg.Safety); d.After(r.deadline) {
 					r.deadline = d
@@ -336,6 +361,15 @@ func (r *run) loop() Ending {
 		case <-deadlineT.C():
 			if r.stopping != LeaseLost {
 				r.lose(fmt.Sprintf("no renewal confirmed within --safety %s", r.cfg.Safety))
+			}
+
+		case <-watchdogDied:
+			watchdogDied = nil
+			if r.stopping != LeaseLost {
+				// Killed by the OOM killer or an operator, or it killed the
+				// group at the deadline: either way nothing guards the
+				// group any more if this process stalls.
+				r.lose("the watchdog process died")
 			}
 
 		case <-timerC(maxT):
@@ -400,7 +434,7 @@ func (r *run) armGrace(t Timer) Timer {
 }
 
 func (r *run) signal(sig syscall.Signal) {
-	r.signalled = true
+	r.sent |= 1 << uint(sig)
 	if err := r.child.Signal(sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		r.log.Error().Err(err).Str("signal", sig.String()).Msg("signalling the child's process group failed")
 	}
@@ -431,7 +465,7 @@ func (r *run) finish(exit Exit) Ending {
 		out.Result = leasestore.ResultFailed
 	case exit.Signal == 0 && exit.Code == 0:
 		out.Result = leasestore.ResultCompleted
-	case exit.Signal == 0 || r.signalled || r.operatorKeyboard(exit.Signal):
+	case exit.Signal == 0 || r.sent&(1<<uint(exit.Signal)) != 0 || r.operatorKeyboard(exit.Signal):
 		out.Result = leasestore.ResultFailed
 	default:
 		out.Result = leasestore.ResultCrashed

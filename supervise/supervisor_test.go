@@ -2,6 +2,8 @@ package supervise
 
 import (
 	"errors"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -378,5 +380,80 @@ func TestWatchdogKillAtTheDeadlineIsALostLeaseNotACrash(t *testing.T) {
 	ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL})
 	if ending.Reason != LeaseLost || out.Result != leasestore.ResultFailed {
 		t.Errorf("ending %v outcome %v, want LeaseLost and failed, not a crash", ending.Reason, out.Result)
+	}
+}
+
+func TestWatchdogDeathKillsTheChild(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	c := h.waitStarted()
+	close(h.wd.died) // the OOM killer took it
+	if got := c.next(t); got.sig != syscall.SIGKILL {
+		t.Fatalf("group received %v, want SIGKILL: nothing would guard it if the supervisor stalled", got)
+	}
+	ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL})
+	if ending.Reason != LeaseLost || out.Result != leasestore.ResultFailed {
+		t.Errorf("ending %v outcome %v, want LeaseLost and failed", ending.Reason, out.Result)
+	}
+}
+
+func TestForwardedSignalDoesNotExcuseAnotherOne(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	h.waitStarted()
+	h.signals <- syscall.SIGUSR1 // e.g. a log rotation
+	h.barrier()
+	_, out := h.end(Exit{Code: -1, Signal: syscall.SIGSEGV})
+	if out.Result != leasestore.ResultCrashed {
+		t.Errorf("outcome %v, want crashed: leasectl forwarded SIGUSR1, not the SIGSEGV", out.Result)
+	}
+}
+
+func TestRenewalConfirmedAfterTheDeadlineIsLost(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	c := h.waitStarted()
+	h.clock.Advance(testHeartbeat)
+	r := h.nextRenew()
+	// The answer arrives when the deadline has passed but before the loop
+	// saw its timer: the clock moves without firing it.
+	h.clock.mu.Lock()
+	h.clock.now = h.clock.now.Add(testSafety)
+	h.clock.mu.Unlock()
+	r.reply <- nil
+	if got := c.next(t); got.sig != syscall.SIGKILL {
+		t.Fatalf("group received %v, want SIGKILL for a renewal confirmed too late", got)
+	}
+	if ending, _ := h.end(Exit{Code: -1, Signal: syscall.SIGKILL}); ending.Reason != LeaseLost {
+		t.Errorf("ending %v, want LeaseLost", ending.Reason)
+	}
+}
+
+func TestSignalBeforeTheChildStartsStartsNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.queue(func(req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+		// The operator's Ctrl-C arrives while the acquire is on its way.
+		go func() { h.signals <- syscall.SIGINT }()
+		for len(h.signals) == 0 {
+			runtime.Gosched()
+		}
+		return &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: 12, TTL: req.TTL}, nil
+	})
+	h.signals = make(chan os.Signal, 1)
+	h.start()
+	ending, out := h.wait()
+	if ending.Reason != Interrupted || ending.Signal != syscall.SIGINT {
+		t.Errorf("ending %+v, want Interrupted by SIGINT", ending)
+	}
+	if out.Result != leasestore.ResultNotStarted {
+		t.Errorf("released %v, want not-started", out.Result)
+	}
+	select {
+	case <-h.started:
+		t.Fatal("the child started after a Ctrl-C")
+	default:
 	}
 }

@@ -46,8 +46,9 @@ func monoNow() int64 {
 
 // ProcessWatchdog is the supervisor's end of a watchdog process.
 type ProcessWatchdog struct {
-	cmd *exec.Cmd
-	w   *os.File
+	cmd  *exec.Cmd
+	w    *os.File
+	done chan struct{} // closed once the process was reaped
 }
 
 // watchdogWriteTimeout bounds a write to the watchdog, so a stopped watchdog
@@ -72,8 +73,16 @@ func StartWatchdog(self string, stderr io.Writer) (*ProcessWatchdog, error) {
 		w.Close()
 		return nil, err
 	}
-	return &ProcessWatchdog{cmd: cmd, w: w}, nil
+	p := &ProcessWatchdog{cmd: cmd, w: w, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
 }
+
+// Done is closed once the watchdog process has exited.
+func (p *ProcessWatchdog) Done() <-chan struct{} { return p.done }
 
 // Group is the watchdog's process group, which the child must join.
 func (p *ProcessWatchdog) Group() int { return p.cmd.Process.Pid }
@@ -97,7 +106,7 @@ func (p *ProcessWatchdog) send(line string) error {
 // leasectl's exit by its whole start-up; it is reaped before Close returns.
 func (p *ProcessWatchdog) Close() error {
 	err := p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
+	<-p.done
 	p.w.Close()
 	if errors.Is(err, os.ErrProcessDone) {
 		return nil
