@@ -156,10 +156,10 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	status := &waitStatus{io: f.IO, job: c.Job, now: f.Now}
 	child := &supervise.Command{Argv: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: c.Interactive}
 	sup := &supervise.Supervisor{
-		Store: store,
-		Clock: supervise.RealClock{},
-		Log:   log,
-		Start: child.Start,
+		Store:       store,
+		Clock:       supervise.RealClock{},
+		Log:         log,
+		Start:       child.Start,
 		Watchdog:    watchdog.take,
 		Signals:     sigs,
 		OnWait:      status.show,
