@@ -52,6 +52,20 @@ local function split(s)
   end
 end
 
+-- evidence_of returns the fields of the run's evidence when it is the run
+-- with this token, or nil when the evidence is gone or another run's.
+local function evidence_of(k, token)
+  local ev = redis.call('GET', k.e)
+  if not ev then
+    return nil
+  end
+  local f = split(ev)
+  if f[2] ~= token then
+    return nil
+  end
+  return f
+end
+
 -- job_keys names the keys of job in namespace ns.
 local function job_keys(ns, job)
   local p = ns .. ':{' .. job .. '}:'

@@ -7,12 +7,8 @@
 local ns, job, token, worker = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local result, detail = ARGV[5], ARGV[10]
 local k = declared_keys(ns, job)
-local ev = redis.call('GET', k.e)
-if not ev then
-  return 0
-end
-local f = split(ev)
-if f[2] ~= token then
+local f = evidence_of(k, token)
+if not f then
   return 0
 end
 local now = now_us()

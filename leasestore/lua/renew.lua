@@ -6,12 +6,8 @@
 local ns, job, holder, token, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local k = declared_keys(ns, job)
 local now = now_us()
-local ev = redis.call('GET', k.e)
-if not ev then
-  return 0
-end
-local f = split(ev)
-if f[2] ~= token then
+local f = evidence_of(k, token)
+if not f then
   return 0
 end
 if f[1] == holder and liveness(k, job, now) then
