@@ -241,7 +241,7 @@ var (
 		if c == nil || c.sup.Process.Signal(syscall.SIGSTOP) != nil {
 			return false, nil
 		}
-		time.Sleep(pause(rng, 200*time.Millisecond, 2*time.Second))
+		time.Sleep(pause(rng, 200*time.Millisecond, 1200*time.Millisecond))
 		if rng.IntN(2) == 0 {
 			c.sup.Process.Kill()
 		}
@@ -270,7 +270,7 @@ var (
 		if err := h.srv.Freeze(); err != nil {
 			return false, err
 		}
-		time.Sleep(pause(rng, 300*time.Millisecond, 2*time.Second))
+		time.Sleep(pause(rng, 200*time.Millisecond, 1200*time.Millisecond))
 		return true, h.srv.Thaw()
 	}}
 	restartRedis = fault{"restart-redis", func(h *harness, _ *rand.Rand) (bool, error) {
@@ -320,7 +320,7 @@ func (h *harness) inject(stop <-chan struct{}, kinds []fault) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(pause(rng, 300*time.Millisecond, time.Second)):
+			case <-time.After(pause(rng, 50*time.Millisecond, 300*time.Millisecond)):
 			}
 			hit, err := kinds[i].inject(h, rng)
 			if err != nil {
