@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -607,5 +608,43 @@ func TestWatchdogKilledKillsTheChild(t *testing.T) {
 	deathTime(t, pid)
 	if code := r.exitCode(); code != 125 {
 		t.Errorf("exit code %d, want 125: without its watchdog the run cannot keep its guarantee", code)
+	}
+}
+
+func TestScanReportsAKilledSupervisorOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		srv  *redistest.Server
+	}{{"redis", redisSrv}, {"embedded", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := start(t, leasectl(t, tc.srv, append([]string{"run", "--job", "reaped"}, append(timing(), "--", "sh", "-c", childScript)...)...))
+			pid := r.pid("pid")
+			if err := r.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			deathTime(t, pid)
+			time.Sleep(ttl + 100*time.Millisecond) // the lease's liveness runs out
+			scan := func() []map[string]any {
+				t.Helper()
+				cmd := leasectl(t, tc.srv, "scan", "--json")
+				var out bytes.Buffer
+				cmd.Stdout = &out
+				if code := exitCode(t, cmd); code != 0 {
+					t.Fatalf("scan exit %d", code)
+				}
+				var crashes []map[string]any
+				if err := json.Unmarshal(out.Bytes(), &crashes); err != nil {
+					t.Fatalf("scan --json: %v\n%s", err, out.String())
+				}
+				return crashes
+			}
+			first := scan()
+			if len(first) != 1 || first[0]["job"] != "reaped" || first[0]["crashes"] != 1.0 {
+				t.Fatalf("first scan found %v, want the one crash of job reaped", first)
+			}
+			if again := scan(); len(again) != 0 {
+				t.Fatalf("second scan found %v again, want nothing: a crash is counted once", again)
+			}
+		})
 	}
 }
