@@ -85,6 +85,8 @@ type harness struct {
 	runs   int
 	exits  map[int]int    // leasectl's exit codes; -1: killed by a signal
 	faults map[string]int // faults injected, by kind
+	// resumers are the stop-supervisor faults still holding a supervisor.
+	resumers sync.WaitGroup
 }
 
 // current is a running holder: its supervisor and child.
@@ -236,16 +238,24 @@ var (
 		c := h.currentHolder()
 		return c != nil && c.sup.Process.Kill() == nil, nil
 	}}
+	// stopSupervisor freezes the holder's supervisor for up to 2.5 s, often
+	// past the lease's expiry, so that only the watchdog stands between its
+	// child and the next holder; meanwhile other faults go on.
 	stopSupervisor = fault{"stop-supervisor", func(h *harness, rng *rand.Rand) (bool, error) {
 		c := h.currentHolder()
 		if c == nil || c.sup.Process.Signal(syscall.SIGSTOP) != nil {
 			return false, nil
 		}
-		time.Sleep(pause(rng, 200*time.Millisecond, 1200*time.Millisecond))
-		if rng.IntN(2) == 0 {
-			c.sup.Process.Kill()
-		}
-		c.sup.Process.Signal(syscall.SIGCONT)
+		hold, kill := pause(rng, 500*time.Millisecond, 2500*time.Millisecond), rng.IntN(2) == 0
+		h.resumers.Add(1)
+		go func() {
+			defer h.resumers.Done()
+			time.Sleep(hold)
+			if kill {
+				c.sup.Process.Kill()
+			}
+			c.sup.Process.Signal(syscall.SIGCONT)
+		}()
 		return true, nil
 	}}
 	killChild = fault{"kill-child", func(h *harness, _ *rand.Rand) (bool, error) {
@@ -354,6 +364,7 @@ func (h *harness) chaos(d time.Duration, kinds []fault, exclusive bool) {
 	time.Sleep(d)
 	close(stop)
 	<-injected
+	h.resumers.Wait()
 	h.stopAll(syscall.SIGTERM)
 	if !waitGroup(&wg, hangGuard) {
 		t.Errorf("workers still running %s after the end; killing them", hangGuard)
@@ -429,7 +440,9 @@ func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 // ever be alive at once, and tokens rise with every holder.
 func TestChaos(t *testing.T) {
 	h := newHarness(t, "chaos")
-	h.chaos(duration(t), []fault{killSupervisor, stopSupervisor, killChild, killWaiter, freezeRedis}, true)
+	// Stopped supervisors come twice as often as the rest: only the watchdog
+	// stands between a frozen supervisor's child and the next holder.
+	h.chaos(duration(t), []fault{killSupervisor, stopSupervisor, stopSupervisor, killChild, killWaiter, freezeRedis}, true)
 }
 
 // TestChaosRedisRestarts adds restarts of a Redis without persistence: the

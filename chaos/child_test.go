@@ -20,9 +20,10 @@ const (
 	// random time between minChildRun and maxChildRun.
 	childRunEnv = "CHAOS_CHILD_RUN"
 	minChildRun = 20 * time.Millisecond
-	// maxChildRun is above the safety window, so that a Redis freeze can
-	// catch a child still running and the supervisor must kill it.
-	maxChildRun = time.Second
+	// maxChildRun is above the lease's TTL, so that a child whose supervisor
+	// is frozen outlives the lease unless the watchdog kills it: without the
+	// watchdog, the check sees the next holder overlap it.
+	maxChildRun = 3 * time.Second
 	// aliveEvery is how often a running child writes an alive record: the
 	// resolution of the overlap check for a child killed without an end
 	// record.
