@@ -23,6 +23,10 @@ func NewCmdQuarantine(f *Factory) *cobra.Command {
 its child was killed by a signal nobody sent through leasectl) is quarantined:
 'leasectl run' refuses it with exit status 76 until an operator releases it.
 An operator can also quarantine a job by hand, as a kill switch.`,
+		Example: `  leasectl quarantine list
+  leasectl quarantine show nightly-report
+  leasectl quarantine release nightly-report --reason "bad row removed (INC-1234)"
+  leasectl quarantine add billing-sync --reason "upstream API returns garbage (INC-1235)"`,
 		Args: subcommandRequired,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}

@@ -118,6 +118,16 @@ the moment the lease can no longer be renewed in time.
 
 The store is the embedded local one by default (one host, no set-up), or Redis
 with --store redis://host:6379 for many hosts.`,
+		Example: `  # Run a command under a lease on the embedded store (one host):
+  leasectl run --job hello -- echo hello
+
+  # Across hosts, with Redis:
+  LEASECTL_STORE=redis://127.0.0.1:6379/0 leasectl run --job nightly-report -- ./report.sh
+
+  # On call: who holds what, and why a job is refused.
+  leasectl ls
+  leasectl status nightly-report
+  leasectl quarantine list`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       version,

@@ -17,8 +17,13 @@ func NewCmdToken(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "token <command>",
 		Short: "Check fencing tokens",
-		Args:  subcommandRequired,
-		RunE:  func(c *cobra.Command, _ []string) error { return c.Help() },
+		Long: `A fencing token rises with every grant of a job's lease. 'token check' tells
+whether a token is still the job's current one with a live lease, so a
+script can fence its final commit step.`,
+		Example: `  # inside 'leasectl run --job nightly -- ./report.sh':
+  leasectl token check --job "$LEASECTL_JOB_ID" --token "$LEASECTL_FENCING_TOKEN" && commit-results`,
+		Args: subcommandRequired,
+		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
 	c.AddCommand(NewCmdTokenCheck(f, nil))
 	return c

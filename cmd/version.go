@@ -9,9 +9,10 @@ import (
 // NewCmdVersion builds `leasectl version`.
 func NewCmdVersion(f *Factory) *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print leasectl's version, commit and build date",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print leasectl's version, commit and build date",
+		Example: "  leasectl version",
+		Args:    cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprintf(f.IO.Out, "leasectl %s (commit %s, built %s)\n", version, commit, date)
 			return err
