@@ -272,7 +272,7 @@ func NewCmdWatchdog(f *Factory) *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return supervise.RunWatchdog(f.IO.In, f.IO.ErrOut)
+			return supervise.RunWatchdog(f.IO.In, f.IO.Out, f.IO.ErrOut)
 		},
 	}
 }

@@ -12,6 +12,8 @@ type Child interface {
 	PID() int
 	// Signal sends sig to the whole process group.
 	Signal(sig syscall.Signal) error
+	// SignalProcess sends sig to the direct child only.
+	SignalProcess(sig syscall.Signal) error
 	// Done delivers the child's exit status once, when the direct child has
 	// exited (other members of its group may still be alive).
 	Done() <-chan Exit
@@ -60,6 +62,9 @@ type Watchdog interface {
 	Group() int
 	// SetDeadline moves the kill deadline; left is the time from now.
 	SetDeadline(left time.Duration) error
+	// Ready is closed once the watchdog ignores the signals forwarded to
+	// the group; until then a forwarded signal would kill it.
+	Ready() <-chan struct{}
 	// Done is closed when the watchdog process has exited, for whatever
 	// reason.
 	Done() <-chan struct{}

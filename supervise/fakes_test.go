@@ -230,15 +230,30 @@ func (c *fakeChild) Signal(sig syscall.Signal) error {
 }
 func (c *fakeChild) Done() <-chan Exit { return c.done }
 
+// SignalProcess records sig as sent to the child alone, with a negative
+// number so tests can tell it from the group's.
+func (c *fakeChild) SignalProcess(sig syscall.Signal) error {
+	c.signals <- sigAt{-sig, c.clock.Now()}
+	return nil
+}
+
+func closed() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
 // fakeWatchdog records the deadlines it was given.
 type fakeWatchdog struct {
 	mu      sync.Mutex
 	updates chan time.Duration // every deadline it was given, as time left
 	died    chan struct{}      // closed by a test to make the watchdog die
+	ready   chan struct{}      // closed when it ignores forwarded signals
 	closed  bool
 }
 
-func (w *fakeWatchdog) Done() <-chan struct{} { return w.died }
+func (w *fakeWatchdog) Done() <-chan struct{}  { return w.died }
+func (w *fakeWatchdog) Ready() <-chan struct{} { return w.ready }
 
 func (w *fakeWatchdog) Group() int { return 4242 }
 
@@ -289,7 +304,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 		t:       t,
 		clock:   clock,
 		store:   newFakeStore(clock),
-		wd:      &fakeWatchdog{updates: make(chan time.Duration, 64), died: make(chan struct{})},
+		wd:      &fakeWatchdog{updates: make(chan time.Duration, 64), died: make(chan struct{}), ready: closed()},
 		signals: make(chan os.Signal),
 		started: make(chan *fakeChild, 1),
 		held:    make(chan *leasestore.HeldError, 16),

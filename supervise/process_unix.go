@@ -89,6 +89,10 @@ func (p *proc) Signal(sig syscall.Signal) error {
 	return unix.Kill(-p.pgid, sig)
 }
 
+func (p *proc) SignalProcess(sig syscall.Signal) error {
+	return unix.Kill(p.pid, sig)
+}
+
 func exitOf(st *os.ProcessState, err error) Exit {
 	if st == nil {
 		return Exit{Code: 1}

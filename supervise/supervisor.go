@@ -188,7 +188,6 @@ func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger
 				log.Warn().Str("crashed_worker", c.Holder).Str("crashed_host", c.Host).Int("crashes", c.Crashes).
 					Msg("counted the previous run's crash: its supervisor vanished")
 			}
-			log.Info().Int64("token", lease.Token).Int64("attempt", lease.Attempt).Msg("lease acquired")
 			return lease, sent, Ending{}, nil
 		}
 		var held *leasestore.HeldError
@@ -249,6 +248,7 @@ type run struct {
 	renewDone chan renewResult
 
 	sent      uint64 // bit N: leasectl sent the group signal N; dying of it is not a crash
+	wdReady   bool   // the watchdog ignores forwarded signals (or there is none)
 	terms     int    // SIGINT/SIGTERM received
 	stopping  Reason // LeaseLost or MaxRuntime once decided; ChildExited otherwise
 	detail    string // why, when stopping
@@ -297,7 +297,10 @@ func (r *run) supervise(sent time.Time, watchdog <-chan startedWatchdog) (Ending
 		return Ending{Reason: NotStarted, Start: se, Lease: r.lease, Detail: se.Error()}, nil
 	}
 	r.child = child
-	r.log.Info().Int("pid", child.PID()).Strs("command", r.cfg.Command).Msg("child started")
+	// One line for the grant and the start: each line written costs a run
+	// measurably (a write to a pipe someone must drain).
+	r.log.Info().Int64("attempt", r.lease.Attempt).Int("pid", child.PID()).Strs("command", r.cfg.Command).
+		Msg("lease acquired; child started")
 	return r.loop(), nil
 }
 
@@ -318,9 +321,11 @@ func (r *run) loop() Ending {
 	// child's start-up must not eat into the safety margin.
 	beatT := clock.NewTimer(r.deadline.Add(r.cfg.Heartbeat - r.cfg.Safety).Sub(clock.Now()))
 	defer beatT.Stop()
-	var watchdogDied <-chan struct{}
+	var watchdogDied, watchdogReady <-chan struct{}
 	if r.wd != nil {
-		watchdogDied = r.wd.Done()
+		watchdogDied, watchdogReady = r.wd.Done(), r.wd.Ready()
+	} else {
+		r.wdReady = true
 	}
 	for {
 		select {
@@ -362,6 +367,10 @@ func (r *run) loop() Ending {
 			if r.stopping != LeaseLost {
 				r.lose(fmt.Sprintf("no renewal confirmed within --safety %s", r.cfg.Safety))
 			}
+
+		case <-watchdogReady:
+			watchdogReady = nil
+			r.wdReady = true
 
 		case <-watchdogDied:
 			watchdogDied = nil
@@ -435,7 +444,14 @@ func (r *run) armGrace(t Timer) Timer {
 
 func (r *run) signal(sig syscall.Signal) {
 	r.sent |= 1 << uint(sig)
-	if err := r.child.Signal(sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+	send := r.child.Signal
+	if !r.wdReady && sig != syscall.SIGKILL {
+		// The watchdog, a member of the group, does not ignore the
+		// operator's signals yet: in these first milliseconds they go to
+		// the child alone.
+		send = r.child.SignalProcess
+	}
+	if err := send(sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		r.log.Error().Err(err).Str("signal", sig.String()).Msg("signalling the child's process group failed")
 	}
 }

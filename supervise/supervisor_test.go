@@ -457,3 +457,28 @@ func TestSignalBeforeTheChildStartsStartsNothing(t *testing.T) {
 	default:
 	}
 }
+
+func TestSignalsReachTheGroupOnceTheWatchdogIsReady(t *testing.T) {
+	h := newHarness(t, nil)
+	h.wd.ready = make(chan struct{}) // still starting up
+	h.store.grant(10)
+	h.start()
+	c := h.waitStarted()
+	h.signals <- syscall.SIGHUP
+	if got := c.next(t); got.sig != -syscall.SIGHUP {
+		t.Fatalf("before the watchdog is ready, got %v, want SIGHUP to the child alone: it would kill the watchdog", got)
+	}
+	close(h.wd.ready)
+	// The loop sees the watchdog's readiness in its own time: forward
+	// SIGUSR2 until one reaches the group.
+	for groupWide := false; !groupWide; {
+		h.signals <- syscall.SIGUSR2
+		got := <-c.signals
+		groupWide = got.sig == syscall.SIGUSR2
+	}
+	h.signals <- syscall.SIGHUP
+	if got := c.next(t); got.sig != syscall.SIGHUP {
+		t.Fatalf("once the watchdog is ready, got %v, want SIGHUP to the whole group", got)
+	}
+	h.end(Exit{Code: 0})
+}

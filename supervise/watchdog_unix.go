@@ -27,10 +27,10 @@ import (
 //	              processes share, so the watchdog's deadline is exactly the
 //	              supervisor's
 //
-// When the deadline passes without a new one, or stdin ends because the
-// supervisor died, the watchdog SIGKILLs its whole group, itself included.
-// It ignores the signals forwarded to the group. When the run ends cleanly,
-// the supervisor kills it.
+// Once it ignores the signals forwarded to the group, the watchdog writes
+// "R" on its stdout. When the deadline passes without a new one, or stdin
+// ends because the supervisor died, it SIGKILLs its whole group, itself
+// included. When the run ends cleanly, the supervisor kills it.
 
 // WatchdogArg is the hidden subcommand that runs the watchdog.
 const WatchdogArg = "__watchdog"
@@ -46,9 +46,10 @@ func monoNow() int64 {
 
 // ProcessWatchdog is the supervisor's end of a watchdog process.
 type ProcessWatchdog struct {
-	cmd  *exec.Cmd
-	w    *os.File
-	done chan struct{} // closed once the process was reaped
+	cmd   *exec.Cmd
+	w     *os.File
+	ready chan struct{} // closed when the watchdog said it is ready
+	done  chan struct{} // closed once the process was reaped
 }
 
 // watchdogWriteTimeout bounds a write to the watchdog, so a stopped watchdog
@@ -66,20 +67,42 @@ func StartWatchdog(self string, stderr io.Writer) (*ProcessWatchdog, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stdin = r
-	err = cmd.Start()
-	r.Close()
+	readyR, readyW, err := os.Pipe()
 	if err != nil {
+		r.Close()
 		w.Close()
 		return nil, err
 	}
-	p := &ProcessWatchdog{cmd: cmd, w: w, done: make(chan struct{})}
+	cmd.Stdin, cmd.Stdout = r, readyW
+	err = cmd.Start()
+	r.Close()
+	readyW.Close()
+	if err != nil {
+		w.Close()
+		readyR.Close()
+		return nil, err
+	}
+	p := &ProcessWatchdog{cmd: cmd, w: w, ready: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer readyR.Close()
+		var b [2]byte
+		if n, _ := io.ReadFull(readyR, b[:]); n == 2 && string(b[:]) == readyLine {
+			close(p.ready)
+		}
+	}()
 	go func() {
 		_ = cmd.Wait()
 		close(p.done)
 	}()
 	return p, nil
 }
+
+// readyLine is what the watchdog writes once it ignores forwarded signals.
+const readyLine = "R\n"
+
+// Ready is closed once the watchdog ignores the signals forwarded to its
+// group.
+func (p *ProcessWatchdog) Ready() <-chan struct{} { return p.ready }
 
 // Done is closed once the watchdog process has exited.
 func (p *ProcessWatchdog) Done() <-chan struct{} { return p.done }
@@ -115,13 +138,17 @@ func (p *ProcessWatchdog) Close() error {
 }
 
 // RunWatchdog is the watchdog process's main loop, reading the protocol from
-// in. It returns only if it failed to kill its group.
-func RunWatchdog(in io.Reader, stderr io.Writer) error {
+// in and saying it is ready on out. It returns only if it failed to kill its
+// group.
+func RunWatchdog(in io.Reader, out, stderr io.Writer) error {
 	// The operator's signals, forwarded to the group, are for the child; the
 	// watchdog must outlive a supervisor that dies of them, and must not be
 	// stopped with a child that is (Ctrl-Z).
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
 		syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	if _, err := io.WriteString(out, readyLine); err != nil {
+		return killOwnGroup(stderr, "the supervisor vanished before the watchdog was ready")
+	}
 	lines := make(chan string)
 	go func() {
 		sc := bufio.NewScanner(in)
