@@ -170,6 +170,7 @@ func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger
 		released = sub.Released()
 	}
 	var timeout <-chan time.Time
+	var held *leasestore.HeldError // the last refusal, once waiting
 	started := s.Clock.Now()
 	if cfg.WaitTimeout > 0 {
 		t := s.Clock.NewTimer(cfg.WaitTimeout)
@@ -190,18 +191,28 @@ func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger
 			}
 			return lease, sent, Ending{}, nil
 		}
-		var held *leasestore.HeldError
-		if !cfg.Wait || !errors.As(err, &held) {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				err = &leasestore.UnavailableError{Op: "acquire", Err: fmt.Errorf("no answer within --safety %s", cfg.Safety)}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = &leasestore.UnavailableError{Op: "acquire", Err: fmt.Errorf("no answer within --safety %s", cfg.Safety)}
+		}
+		var wake time.Duration
+		var h *leasestore.HeldError
+		switch {
+		case cfg.Wait && errors.As(err, &h):
+			held = h
+			if s.OnWait != nil {
+				s.OnWait(held)
 			}
+			log.Debug().Str("holder", held.Holder).Dur("expires_in", held.ExpiresIn).Msg("lease held; waiting")
+			wake = held.ExpiresIn + waitMargin
+		case held != nil && errors.Is(err, leasestore.ErrUnavailable):
+			// Already waiting: a store that fails for a while (a restart, a
+			// failover) does not end the wait; --wait-timeout still does.
+			log.Warn().Err(err).Msg("the store failed while waiting for the lease; trying again")
+			wake = retryDelay(cfg.Heartbeat)
+		default:
 			return nil, time.Time{}, Ending{}, err
 		}
-		if s.OnWait != nil {
-			s.OnWait(held)
-		}
-		log.Debug().Str("holder", held.Holder).Dur("expires_in", held.ExpiresIn).Msg("lease held; waiting")
-		retry := s.Clock.NewTimer(held.ExpiresIn + waitMargin)
+		retry := s.Clock.NewTimer(wake)
 		select {
 		case <-released:
 		case <-retry.C():

@@ -482,3 +482,26 @@ func TestSignalsReachTheGroupOnceTheWatchdogIsReady(t *testing.T) {
 	}
 	h.end(Exit{Code: 0})
 }
+
+func TestWaitSurvivesAStoreFailingWhileWaiting(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Second})
+	h.store.refuse(&leasestore.UnavailableError{Op: "acquire", Err: errors.New("connection refused")})
+	h.store.grant(11)
+	h.start()
+	<-h.held
+	h.clock.Advance(time.Second + waitMargin) // the holder's TTL: try again, and the store fails
+	h.clock.awaitTimer(h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.Advance(retryDelay(testHeartbeat))
+	h.waitStarted()
+	h.end(Exit{Code: 0})
+}
+
+func TestStoreFailingBeforeAnyWaitIsAnError(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.store.refuse(&leasestore.UnavailableError{Op: "acquire", Err: errors.New("connection refused")})
+	h.start()
+	if r := <-h.result; !errors.Is(r.err, leasestore.ErrUnavailable) {
+		t.Fatalf("Run error = %v, want ErrUnavailable: a store unreachable from the start is a configuration problem", r.err)
+	}
+}
