@@ -98,7 +98,7 @@ executable / not found. A --min-interval skip exits 0.`,
 	fl.DurationVar(&c.Safety, "safety", 0, "kill the child this long after the last confirmed renewal was sent (default --ttl/2)")
 	fl.DurationVar(&c.EvidenceTTL, "evidence-ttl", supervise.DefaultEvidenceTTL, "how long a crashed run's evidence is kept")
 	fl.IntVar(&c.MaxCrashes, "max-crashes", supervise.DefaultMaxCrashes, "consecutive crashes that quarantine the job")
-	fl.BoolVar(&c.Wait, "wait", false, "wait for the lease instead of exiting 75 when it is held")
+	fl.BoolVar(&c.Wait, "wait", false, "wait for the lease instead of exiting 75 when it is held (store failures while waiting are retried)")
 	fl.DurationVar(&c.WaitTimeout, "wait-timeout", 0, "give up waiting after this long (implies --wait)")
 	fl.DurationVar(&c.Grace, "grace", 0, "after SIGINT/SIGTERM (or --max-runtime), SIGKILL the child this much later (default min(10s, --ttl))")
 	fl.DurationVar(&c.MaxRuntime, "max-runtime", 0, "stop the child after this long (exit 124)")
