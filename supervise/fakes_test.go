@@ -31,10 +31,22 @@ func newFakeClock() *fakeClock {
 
 // awaitTimer returns once a timer is armed to fire at when: the sign that
 // the supervisor has handled whatever made it set that timer.
-func (c *fakeClock) awaitTimer(when time.Time) {
+func (c *fakeClock) awaitTimer(t *testing.T, when time.Time) {
+	t.Helper()
+	timedOut := false
+	guard := time.AfterFunc(hangGuard, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		timedOut = true
+		c.armed.Broadcast()
+	})
+	defer guard.Stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for !c.hasTimerAt(when) {
+		if timedOut {
+			t.Fatalf("no timer was set to fire at %s", when)
+		}
 		c.armed.Wait()
 	}
 }
@@ -145,6 +157,7 @@ type fakeStore struct {
 	renews   chan renewCall
 	released chan leasestore.Outcome
 	notify   chan struct{}
+	holder   *leasestore.Holder // what Status reports as the live lease
 }
 
 func newFakeStore(c *fakeClock) *fakeStore {
@@ -198,6 +211,12 @@ func (f *fakeStore) Renew(ctx context.Context, _ *leasestore.Lease) error {
 func (f *fakeStore) Release(_ context.Context, _ *leasestore.Lease, out leasestore.Outcome) error {
 	f.released <- out
 	return nil
+}
+
+func (f *fakeStore) Status(_ context.Context, job string) (*leasestore.JobStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &leasestore.JobStatus{Job: job, State: leasestore.StateIdle, Holder: f.holder}, nil
 }
 
 func (f *fakeStore) Subscribe(context.Context, string) (leasestore.Subscription, error) {
@@ -355,7 +374,7 @@ func (h *harness) waitStarted() *fakeChild {
 	h.t.Helper()
 	select {
 	case c := <-h.started:
-		h.clock.awaitTimer(h.clock.Now().Add(h.cfg.Heartbeat))
+		h.clock.awaitTimer(h.t, h.clock.Now().Add(h.cfg.Heartbeat))
 		return c
 	case r := <-h.result:
 		h.t.Fatalf("run ended before the child started: %+v", r)

@@ -192,6 +192,7 @@ func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger
 			return lease, sent, Ending{}, nil
 		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			s.releaseUnanswered(cfg, log)
 			err = &leasestore.UnavailableError{Op: "acquire", Err: fmt.Errorf("no answer within --safety %s", cfg.Safety)}
 		}
 		var wake time.Duration
@@ -230,6 +231,25 @@ func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger
 			return nil, time.Time{}, Ending{}, ctx.Err()
 		}
 		retry.Stop()
+	}
+}
+
+// releaseUnanswered cleans up after an acquire whose answer did not come in
+// time: the store may have granted it all the same, and a lease nobody
+// releases would be counted as a crash once it expired. If the job's holder
+// is this run's worker, its lease is released as not started. Best effort,
+// bounded like every release.
+func (s *Supervisor) releaseUnanswered(cfg Config, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	st, err := s.Store.Status(ctx, cfg.Job)
+	if err != nil || st.Holder == nil || st.Holder.Worker != cfg.WorkerID {
+		return
+	}
+	l := &leasestore.Lease{Job: cfg.Job, Holder: cfg.WorkerID, Token: st.Holder.Token, TTL: cfg.TTL}
+	out := leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "the grant arrived after the safety window"}
+	if err := s.Store.Release(ctx, l, out); err == nil {
+		log.Warn().Int64("token", l.Token).Msg("released a lease the store granted after leasectl gave up waiting for it")
 	}
 }
 

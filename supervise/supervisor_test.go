@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"context"
 	"errors"
 	"os"
 	"runtime"
@@ -86,7 +87,7 @@ func TestRenewErrorsRetryUntilTheDeadline(t *testing.T) {
 	h.nextRenew().reply <- unavailable
 	retries := 0
 	for {
-		h.clock.awaitTimer(h.clock.Now().Add(retryDelay(testHeartbeat)))
+		h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 		if len(c.received()) != 0 {
 			t.Fatalf("killed at %s, before the deadline", h.clock.Now().Sub(t0))
 		}
@@ -305,6 +306,7 @@ func TestWaitRetriesWhenTheHoldersTTLRunsOut(t *testing.T) {
 	h.store.grant(11)
 	h.start()
 	<-h.held
+	h.clock.awaitTimer(t, h.clock.Now().Add(2*time.Second + waitMargin)) // the loop is waiting
 	h.clock.Advance(2*time.Second + waitMargin)
 	h.waitStarted()
 	h.end(Exit{Code: 0})
@@ -490,8 +492,9 @@ func TestWaitSurvivesAStoreFailingWhileWaiting(t *testing.T) {
 	h.store.grant(11)
 	h.start()
 	<-h.held
+	h.clock.awaitTimer(t, h.clock.Now().Add(time.Second + waitMargin)) // the loop is waiting
 	h.clock.Advance(time.Second + waitMargin) // the holder's TTL: try again, and the store fails
-	h.clock.awaitTimer(h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 	h.clock.Advance(retryDelay(testHeartbeat))
 	h.waitStarted()
 	h.end(Exit{Code: 0})
@@ -503,5 +506,23 @@ func TestStoreFailingBeforeAnyWaitIsAnError(t *testing.T) {
 	h.start()
 	if r := <-h.result; !errors.Is(r.err, leasestore.ErrUnavailable) {
 		t.Fatalf("Run error = %v, want ErrUnavailable: a store unreachable from the start is a configuration problem", r.err)
+	}
+}
+
+func TestAGrantThatCameTooLateIsReleased(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.queue(func(req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+		// The store granted it, but the answer never reached leasectl.
+		h.store.holder = &leasestore.Holder{Job: req.Job, Worker: req.Holder, Token: 13}
+		return nil, context.DeadlineExceeded
+	})
+	h.start()
+	out := <-h.store.released
+	r := <-h.result
+	if !errors.Is(r.err, leasestore.ErrUnavailable) {
+		t.Errorf("Run error = %v, want ErrUnavailable", r.err)
+	}
+	if out.Result != leasestore.ResultNotStarted {
+		t.Errorf("released %v, want not-started: a lease nobody releases would count as a crash", out.Result)
 	}
 }
