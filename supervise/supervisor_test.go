@@ -306,7 +306,7 @@ func TestWaitRetriesWhenTheHoldersTTLRunsOut(t *testing.T) {
 	h.store.grant(11)
 	h.start()
 	<-h.held
-	h.clock.awaitTimer(t, h.clock.Now().Add(2*time.Second + waitMargin)) // the loop is waiting
+	h.clock.awaitTimer(t, h.clock.Now().Add(2*time.Second+waitMargin)) // the loop is waiting
 	h.clock.Advance(2*time.Second + waitMargin)
 	h.waitStarted()
 	h.end(Exit{Code: 0})
@@ -492,8 +492,8 @@ func TestWaitSurvivesAStoreFailingWhileWaiting(t *testing.T) {
 	h.store.grant(11)
 	h.start()
 	<-h.held
-	h.clock.awaitTimer(t, h.clock.Now().Add(time.Second + waitMargin)) // the loop is waiting
-	h.clock.Advance(time.Second + waitMargin) // the holder's TTL: try again, and the store fails
+	h.clock.awaitTimer(t, h.clock.Now().Add(time.Second+waitMargin)) // the loop is waiting
+	h.clock.Advance(time.Second + waitMargin)                        // the holder's TTL: try again, and the store fails
 	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 	h.clock.Advance(retryDelay(testHeartbeat))
 	h.waitStarted()
