@@ -648,3 +648,16 @@ func TestScanReportsAKilledSupervisorOnce(t *testing.T) {
 		})
 	}
 }
+
+func TestSIGKILLAfterGraceGives137(t *testing.T) {
+	// The child ignores SIGTERM; after --grace the group, its watchdog
+	// included, gets SIGKILL, and the run ends with the child's 137.
+	r := start(t, leasectl(t, redisSrv, "run", "--job", "grace", "--grace", "300ms", "--", "sh", "-c", `trap '' TERM; echo ready; exec sleep 1000`))
+	r.expect("ready")
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.exitCode(); code != 137 {
+		t.Errorf("exit code %d, want 137 (SIGKILL after --grace)", code)
+	}
+}

@@ -405,10 +405,11 @@ func (r *run) loop() Ending {
 
 		case <-watchdogDied:
 			watchdogDied = nil
-			if r.stopping != LeaseLost {
+			if r.stopping != LeaseLost && r.sent&(1<<uint(syscall.SIGKILL)) == 0 {
 				// Killed by the OOM killer or an operator, or it killed the
 				// group at the deadline: either way nothing guards the
-				// group any more if this process stalls.
+				// group any more if this process stalls. (A SIGKILL this
+				// loop sent to the group takes the watchdog with it.)
 				r.lose("the watchdog process died")
 			}
 

@@ -526,3 +526,25 @@ func TestAGrantThatCameTooLateIsReleased(t *testing.T) {
 		t.Errorf("released %v, want not-started: a lease nobody releases would count as a crash", out.Result)
 	}
 }
+
+func TestOwnSIGKILLTakingTheWatchdogIsNoLostLease(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	c := h.waitStarted()
+	h.signals <- syscall.SIGTERM
+	h.signals <- syscall.SIGTERM // second one: SIGKILL to the group, the watchdog included
+	if got := c.next(t); got.sig != syscall.SIGTERM {
+		t.Fatalf("group received %v, want SIGTERM first", got)
+	}
+	if got := c.next(t); got.sig != syscall.SIGKILL {
+		t.Fatalf("group received %v, want SIGKILL", got)
+	}
+	close(h.wd.died)
+	h.barrier()
+	ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL})
+	if ending.Reason != ChildExited || ending.Exit.ExitCode() != 137 || out.Result != leasestore.ResultFailed {
+		t.Errorf("ending %v exit %d outcome %v, want ChildExited 137 failed: the watchdog died of leasectl's own SIGKILL",
+			ending.Reason, ending.Exit.ExitCode(), out.Result)
+	}
+}
