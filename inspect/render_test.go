@@ -190,3 +190,20 @@ func TestCheckToken(t *testing.T) {
 		t.Fatalf("unreachable store: %v, want an error, not a verdict", err)
 	}
 }
+
+func TestLeaseAgesFollowTheStoresClock(t *testing.T) {
+	// The store's clock runs an hour behind the local one: ages come from
+	// the store's reading, not from the local clock.
+	storeNow := t0.Add(-time.Hour)
+	h := leasestore.Holder{Job: "j", Worker: "w", Host: "h", Token: 7,
+		StartedAt: storeNow.Add(-90 * time.Second), ExpiresAt: storeNow.Add(20 * time.Second), ReadAt: storeNow}
+	var out bytes.Buffer
+	p := &Printer{Out: &out, Format: FormatPlain, Now: t0}
+	if err := p.Leases([]leasestore.Holder{h}); err != nil {
+		t.Fatal(err)
+	}
+	fields := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\t")
+	if len(fields) != 6 || fields[4] != "1m30s" || fields[5] != "20s" {
+		t.Fatalf("fields = %q, want running for 1m30s and 20s left by the store's clock", fields)
+	}
+}

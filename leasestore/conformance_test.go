@@ -676,6 +676,10 @@ func testStatusLeasesCounts(t *testing.T, h storeHarness) {
 		if l.Token != leases[l.Job].Token || l.Worker != "w-"+l.Job {
 			t.Errorf("listed lease %+v, want token %d of w-%s", l, leases[l.Job].Token, l.Job)
 		}
+		if left := l.ExpiresAt.Sub(l.ReadAt); l.ReadAt.Before(l.StartedAt) || left <= 0 || left > want.TTL {
+			t.Errorf("listed lease %s read at %s, started %s, expires %s: want the store's clock, with 0 < TTL left <= %s",
+				l.Job, l.ReadAt, l.StartedAt, l.ExpiresAt, want.TTL)
+		}
 	}
 	if !slices.Equal(jobs, []string{"a", "b", "c"}) {
 		t.Errorf("Leases() jobs %v, want [a b c] (live only, ordered by job)", jobs)

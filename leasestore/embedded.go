@@ -514,7 +514,9 @@ func (e *Embedded) Leases(ctx context.Context) ([]Holder, error) {
 				return err
 			}
 			if doc.live(t.now) {
-				leases = append(leases, *doc.Run.holder(id))
+				h := doc.Run.holder(id)
+				h.ReadAt = t.now
+				leases = append(leases, *h)
 			}
 		}
 		return nil

@@ -417,7 +417,9 @@ func (s *Redis) Leases(ctx context.Context) ([]Holder, error) {
 	r := reply{op: "list leases", v: v}
 	var list []Holder
 	for i := 1; i+2 < r.len() && r.err == nil; i += 3 {
-		list = append(list, *r.evidence(i+1).holder(r.str(i), r.time(i+2)))
+		h := r.evidence(i+1).holder(r.str(i), r.time(i+2))
+		h.ReadAt = r.time(0)
+		list = append(list, *h)
 	}
 	if r.err != nil {
 		return nil, r.err

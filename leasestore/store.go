@@ -53,7 +53,8 @@ type Store interface {
 	// Status reports job's state, holder, counters and history. A job the
 	// store has never seen is IDLE with zero counters, not an error.
 	Status(ctx context.Context, job string) (*JobStatus, error)
-	// Leases lists the live leases, ordered by job.
+	// Leases lists the live leases, ordered by job, each with the store's
+	// clock at the time of reading.
 	Leases(ctx context.Context) ([]Holder, error)
 	// Counts returns store-wide gauges: leases in flight and quarantined jobs.
 	Counts(ctx context.Context) (Counts, error)
@@ -182,6 +183,10 @@ type Holder struct {
 	Command   []string
 	StartedAt time.Time
 	ExpiresAt time.Time
+	// ReadAt is the store's clock when Leases read this lease: how long it
+	// has run and its TTL left are relative to it, not to a local clock
+	// that may be skewed against the store's.
+	ReadAt time.Time
 }
 
 // LastOutcome is the outcome of a job's last finished run.
