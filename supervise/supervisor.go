@@ -247,7 +247,7 @@ func (s *Supervisor) releaseUnanswered(cfg Config, log zerolog.Logger) {
 		return
 	}
 	l := &leasestore.Lease{Job: cfg.Job, Holder: cfg.WorkerID, Token: st.Holder.Token, TTL: cfg.TTL}
-	out := leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "the grant arrived after the safety window"}
+	out := leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: grantTooLate}
 	if err := s.Store.Release(ctx, l, out); err == nil {
 		log.Warn().Int64("token", l.Token).Msg("released a lease the store granted after leasectl gave up waiting for it")
 	}
@@ -291,13 +291,12 @@ func (r *run) supervise(sent time.Time, watchdog <-chan startedWatchdog) (Ending
 	r.deadline = sent.Add(r.cfg.Safety)
 	wd, err := (<-watchdog).get()
 	if err != nil {
-		r.release(leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "watchdog failed to start"})
+		r.notStarted(-1, "watchdog failed to start")
 		return Ending{}, fmt.Errorf("starting the watchdog: %w", err)
 	}
 	r.wd = wd
 	if !clock.Now().Before(r.deadline) {
-		r.closeWatchdog()
-		r.release(leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "the grant arrived after the safety window"})
+		r.notStarted(-1, grantTooLate)
 		return Ending{}, &leasestore.UnavailableError{Op: "acquire", Err: fmt.Errorf("the store took longer than --safety %s to grant the lease", r.cfg.Safety)}
 	}
 	r.tellWatchdog(func() error { return wd.SetDeadline(r.deadline.Sub(clock.Now())) })
@@ -305,8 +304,7 @@ func (r *run) supervise(sent time.Time, watchdog <-chan startedWatchdog) (Ending
 	case sig := <-r.s.Signals:
 		if ss, ok := sig.(syscall.Signal); ok && endsWait(ss) {
 			r.log.Info().Str("signal", ss.String()).Msg("signal before the child started: nothing started")
-			r.closeWatchdog()
-			r.release(leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "interrupted by " + ss.String()})
+			r.notStarted(-1, "interrupted by "+ss.String())
 			return Ending{Reason: Interrupted, Signal: ss, Lease: r.lease, Detail: "interrupted before the child started"}, nil
 		}
 	default:
@@ -318,13 +316,12 @@ func (r *run) supervise(sent time.Time, watchdog <-chan startedWatchdog) (Ending
 	r.startedAt = clock.Now()
 	child, err := r.s.Start(r.env(), pgid)
 	if err != nil {
-		r.closeWatchdog()
 		var se *StartError
 		if !errors.As(err, &se) {
 			se = &StartError{Code: 126, Err: err}
 		}
 		r.log.Error().Err(err).Int("exit_code", se.Code).Msg("the command could not be started")
-		r.release(leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: se.Code, Reason: se.Error()})
+		r.notStarted(se.Code, se.Error())
 		return Ending{Reason: NotStarted, Start: se, Lease: r.lease, Detail: se.Error()}, nil
 	}
 	r.child = child
@@ -538,6 +535,17 @@ func (r *run) finish(exit Exit) Ending {
 // stopped by the operator, not crashed.
 func (r *run) operatorKeyboard(sig syscall.Signal) bool {
 	return r.cfg.Interactive && (sig == syscall.SIGINT || sig == syscall.SIGQUIT)
+}
+
+// grantTooLate is the reason recorded for a grant that came after the
+// safety window had passed.
+const grantTooLate = "the grant arrived after the safety window"
+
+// notStarted ends a run whose child never started: it stops the watchdog,
+// if any, and releases the lease with nothing counted.
+func (r *run) notStarted(exitCode int, reason string) {
+	r.closeWatchdog()
+	r.release(leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: exitCode, Reason: reason})
 }
 
 // release records the outcome, retrying a store that does not answer until
