@@ -384,6 +384,16 @@ func (h *harness) waitStarted() *fakeChild {
 	return nil
 }
 
+// noChildStarted fails the test with why if the supervisor started a child.
+func (h *harness) noChildStarted(why string) {
+	h.t.Helper()
+	select {
+	case <-h.started:
+		h.t.Fatal(why)
+	default:
+	}
+}
+
 // nextRenew waits for the supervisor's next Renew call.
 func (h *harness) nextRenew() renewCall {
 	h.t.Helper()

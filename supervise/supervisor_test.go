@@ -280,11 +280,7 @@ func TestMinIntervalSkipsWithoutStarting(t *testing.T) {
 	if !errors.As(r.err, &tooSoon) {
 		t.Fatalf("Run error = %v, want *TooSoonError", r.err)
 	}
-	select {
-	case <-h.started:
-		t.Fatal("the child started although the job ran successfully 10 minutes ago")
-	default:
-	}
+	h.noChildStarted("the child started although the job ran successfully 10 minutes ago")
 }
 
 func TestWaitWakesOnReleaseNotification(t *testing.T) {
@@ -360,11 +356,7 @@ func TestGrantAfterTheSafetyWindowIsNotUsed(t *testing.T) {
 	if out.Result != leasestore.ResultNotStarted {
 		t.Errorf("released %v, want not-started", out.Result)
 	}
-	select {
-	case <-h.started:
-		t.Fatal("the child started on a grant that arrived after its deadline")
-	default:
-	}
+	h.noChildStarted("the child started on a grant that arrived after its deadline")
 }
 
 func TestWatchdogKillAtTheDeadlineIsALostLeaseNotACrash(t *testing.T) {
@@ -453,11 +445,7 @@ func TestSignalBeforeTheChildStartsStartsNothing(t *testing.T) {
 	if out.Result != leasestore.ResultNotStarted {
 		t.Errorf("released %v, want not-started", out.Result)
 	}
-	select {
-	case <-h.started:
-		t.Fatal("the child started after a Ctrl-C")
-	default:
-	}
+	h.noChildStarted("the child started after a Ctrl-C")
 }
 
 func TestSignalsReachTheGroupOnceTheWatchdogIsReady(t *testing.T) {
