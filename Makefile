@@ -9,25 +9,57 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X github.com/leasectl/leasectl/cmd.version=$(VERSION) \
 	-X github.com/leasectl/leasectl/cmd.commit=$(COMMIT) -X github.com/leasectl/leasectl/cmd.date=$(DATE)
 
-.PHONY: build test deps vet bench chaos man completions release-check fuzz
+.PHONY: build test deps vet fmt-check staticcheck bench chaos man completions release-check fuzz
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/leasectl .
 
-# deps installs the servers the tests start on their own loopback ports.
+# deps installs the servers the tests start on their own loopback ports,
+# redis-cli (Debian's redis-tools), which forms the test Redis Clusters,
+# etcd with etcdctl (etcd-server, etcd-client) for the etcd store's tests, and
+# PostgreSQL (initdb and postgres live in /usr/lib/postgresql/*/bin, off PATH).
 deps:
-	@command -v redis-server >/dev/null 2>&1 || { \
-		echo "installing redis-server"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
+		echo "installing redis-server and redis-tools"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server redis-tools >/dev/null; }
+	@command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1 || { \
+		echo "installing etcd-server and etcd-client"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client >/dev/null; }
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+		echo "installing postgresql"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+	@command -v pgbouncer >/dev/null 2>&1 || { \
+		echo "installing pgbouncer"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
 
 vet:
 	$(GO) vet ./...
 
-# The race detector needs cgo; everything else stays static.
-test: deps vet
+# fmt-check fails when a Go file is not as gofmt writes it, with the gofmt of
+# the Go that builds (another release may format differently).
+GOFMT := $(shell $(GO) env GOROOT)/bin/gofmt
+fmt-check:
+	@files=$$($(GOFMT) -l .) || exit 1; \
+	if [ -n "$$files" ]; then echo "gofmt: not formatted (run gofmt -w on them):"; echo "$$files"; exit 1; fi
+
+# staticcheck is pinned so that every machine runs the same checks: a newer
+# release adds checks, which would fail `make test` with no change here.
+# Installed into bin/ on first use, never from PATH.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK := $(CURDIR)/bin/staticcheck-$(STATICCHECK_VERSION)/staticcheck
+
+$(STATICCHECK):
+	GOBIN=$(dir $@) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
+
+# The race detector needs cgo; everything else stays static. The tests
+# include the package init budget (internal/initbudget).
+test: deps fmt-check vet staticcheck
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
-# bench prints every figure of DESIGN §8 as `name value unit # target`,
+# bench prints every figure of docs/design.md §8 as `name value unit # target`,
 # measured side by side with flock(1) and etcdctl lock in one run (about a
 # minute). etcd is installed on first use; if it cannot be, its lines are
 # skipped.
@@ -69,16 +101,18 @@ $(GORELEASER):
 	GOBIN=$(dir $@) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
 
 # release-check builds a full snapshot release (nothing is published) and
-# fails unless the amd64 deb holds the binary, the reaper unit, its config,
-# the completions and every man page. Not part of `make test`: it takes minutes.
+# fails unless the amd64 deb holds the binary, the reaper's and the
+# registry's units and their config, the completions and every man page.
+# Not part of `make test`: it takes minutes.
 release-check: $(GORELEASER)
 	$(GORELEASER) check
 	$(GORELEASER) release --snapshot --clean
 	dpkg-deb -c dist/*amd64.deb | tee dist/deb-contents.txt
 	@for f in /usr/bin/leasectl /usr/lib/systemd/system/leasectl-reaper.service \
-		/etc/leasectl/leasectl.env /usr/share/bash-completion/completions/leasectl \
+		/etc/leasectl/leasectl.env /usr/lib/systemd/system/leasectl-registry.service \
+		/etc/leasectl/registry.env /etc/leasectl/registry.tokens /usr/share/bash-completion/completions/leasectl \
 		/usr/share/zsh/vendor-completions/_leasectl /usr/share/fish/vendor_completions.d/leasectl.fish \
 		$$(cd gen/man && ls *.1.gz | sed 's|^|/usr/share/man/man1/|'); do \
 		grep -q " \.$$f$$" dist/deb-contents.txt || { echo "release-check: $$f is missing from the deb" >&2; exit 1; }; \
 	done
-	@echo "release-check: the deb holds the binary, the unit, its config, the completions and $$(ls gen/man | wc -l) man pages"
+	@echo "release-check: the deb holds the binary, the units, their config, the completions and $$(ls gen/man | wc -l) man pages"

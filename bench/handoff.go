@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Timing of the fault figures: DESIGN §8 states failover against the TTL
+// Timing of the fault figures: docs/design.md §8 states failover against the TTL
 // and fail-fast against the safety window.
 const (
 	faultTTL       = time.Second

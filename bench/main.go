@@ -1,6 +1,6 @@
 //go:build linux
 
-// Command bench measures every figure of DESIGN §8 in one run, side by side
+// Command bench measures every figure of docs/design.md §8 in one run, side by side
 // with flock(1) and `etcdctl lock`, and prints them as `name value unit`
 // lines, each with its target as a comment. `make bench` runs it from the
 // module root. It starts its own redis-server (and etcd, when installed) on
@@ -23,7 +23,7 @@ import (
 	"time"
 )
 
-// Sample counts: at least 30 for every median DESIGN §8 compares.
+// Sample counts: at least 30 for every median docs/design.md §8 compares.
 const (
 	startupRounds = 40 // interleaved runs of each start-up command
 	warmupRounds  = 3  // not counted: page cache, first connections
@@ -57,7 +57,7 @@ func run() error {
 		return err
 	}
 	defer b.stopServers()
-	for _, step := range []func() error{b.startup, b.handoffs, b.failover, b.failFast, b.rss, b.storeFigures} {
+	for _, step := range []func() error{b.startup, b.handoffs, b.failover, b.failFast, b.rss, b.storeFigures, b.fenceFigures, b.topologies, b.etcdFigures, b.postgres, b.registryFigures} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -72,21 +72,41 @@ type bench struct {
 	leasectl string
 	stamp    string
 	setnx    string
+	emptyGo  string
 	rng      *rand.Rand
 	servers
 	seq int // numbers files and job IDs
 }
 
-// build compiles leasectl as the release does, and the helpers.
+// emptyGoSource is the floor of every Go start-up: a static binary that
+// links only the runtime. Built as a module of its own, so that nothing of
+// leasectl's go.mod comes in.
+const emptyGoSource = "package main\n\nfunc main() {}\n"
+
+// build compiles leasectl as the release does, the helpers, and the empty
+// Go program, all the same way.
 func (b *bench) build() error {
 	b.leasectl = filepath.Join(b.tmp, "leasectl")
 	b.stamp = filepath.Join(b.tmp, "stamp")
 	b.setnx = filepath.Join(b.tmp, "setnx")
-	for _, t := range []struct{ out, pkg string }{{b.leasectl, "."}, {b.stamp, "./bench/stamp"}, {b.setnx, "./bench/setnx"}} {
+	b.emptyGo = filepath.Join(b.tmp, "empty-go")
+	emptyDir := filepath.Join(b.tmp, "empty-go-src")
+	if err := os.Mkdir(emptyDir, 0o755); err != nil {
+		return err
+	}
+	for name, text := range map[string]string{"go.mod": "module emptygo\n", "main.go": emptyGoSource} {
+		if err := os.WriteFile(filepath.Join(emptyDir, name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, t := range []struct{ out, dir, pkg string }{
+		{b.leasectl, "", "."}, {b.stamp, "", "./bench/stamp"}, {b.setnx, "", "./bench/setnx"}, {b.emptyGo, emptyDir, "."},
+	} {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", t.out, t.pkg)
+		cmd.Dir = t.dir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", t.pkg, err, out)
+			return fmt.Errorf("go build %s: %v\n%s", filepath.Join(t.dir, t.pkg), err, out)
 		}
 	}
 	return nil

@@ -107,6 +107,15 @@ func (b *bench) etcdctl(args ...string) *exec.Cmd {
 // embedded store, in the bench's namespace, with no LEASECTL_ setting
 // inherited from the caller.
 func (b *bench) leasectlCmd(redis bool, args ...string) *exec.Cmd {
+	store := ""
+	if redis {
+		store = b.redis.URL
+	}
+	return b.leasectlAt(store, args...)
+}
+
+// leasectlAt is leasectlCmd on the store at url ("": the embedded store).
+func (b *bench) leasectlAt(url string, args ...string) *exec.Cmd {
 	cmd := exec.Command(b.leasectl, args...)
 	env := []string{"LEASECTL_NAMESPACE=bench", "LEASECTL_LOG_FORMAT=json", "XDG_STATE_HOME=" + b.stateDir}
 	for _, kv := range os.Environ() {
@@ -114,8 +123,8 @@ func (b *bench) leasectlCmd(redis bool, args ...string) *exec.Cmd {
 			env = append(env, kv)
 		}
 	}
-	if redis {
-		env = append(env, "LEASECTL_STORE="+b.redis.URL)
+	if url != "" {
+		env = append(env, "LEASECTL_STORE="+url)
 	}
 	cmd.Env = env
 	return cmd

@@ -16,15 +16,17 @@ type starter struct {
 }
 
 // startup times `leasectl run -- true` on both stores against `true`,
-// `flock -n FILE true`, `etcdctl lock j -- true`, a bare Go SET NX binary
-// and `leasectl version` (start-up alone), interleaved: each
-// round runs every command once, in a new random order.
+// `flock -n FILE true`, `etcdctl lock j -- true`, a bare Go SET NX binary,
+// and `leasectl version` (start-up alone) against an empty static Go
+// binary (the floor of any Go start-up), interleaved: each round runs every
+// command once, in a new random order.
 func (b *bench) startup() error {
 	lockFile := filepath.Join(b.tmp, "flock")
 	cmds := []starter{
 		{"true", func() *exec.Cmd { return exec.Command("true") }},
 		{"flock", func() *exec.Cmd { return exec.Command("flock", "-n", lockFile, "true") }},
 		{"setnx", func() *exec.Cmd { return exec.Command(b.setnx, b.redis.URL, "setnx-j", "true") }},
+		{"empty_go", func() *exec.Cmd { return exec.Command(b.emptyGo) }},
 		{"version", func() *exec.Cmd { return b.leasectlCmd(false, "version") }},
 		{"run_redis", func() *exec.Cmd { return b.leasectlCmd(true, "run", "--job", "j", "--", "true") }},
 		{"run_embedded", func() *exec.Cmd { return b.leasectlCmd(false, "run", "--job", "j", "--", "true") }},
@@ -32,25 +34,16 @@ func (b *bench) startup() error {
 	if b.etcd != nil {
 		cmds = append(cmds, starter{"etcd_lock", func() *exec.Cmd { return b.etcdctl("lock", "j", "--", "true") }})
 	}
-	samples := map[string][]float64{}
-	for round := range warmupRounds + startupRounds {
-		for _, i := range b.rng.Perm(len(cmds)) {
-			c := cmds[i]
-			cmd := c.cmd()
-			start := time.Now()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("%s: %v: %s", c.name, err, out)
-			}
-			if round >= warmupRounds {
-				samples[c.name] = append(samples[c.name], ms(time.Since(start)))
-			}
-		}
+	samples, err := b.interleave(cmds)
+	if err != nil {
+		return err
 	}
 	med := func(name string) float64 { return median(samples[name]) }
 	n := fmt.Sprintf("median of %d interleaved runs", startupRounds)
 	line("true_ms", med("true"), "ms", n+"; reference 0.8")
 	line("flock_ms", med("flock"), "ms", "flock -n FILE true; reference 1.7")
 	line("setnx_ms", med("setnx"), "ms", "reference: bare Go + go-redis SET NX, true, DEL; 3.9")
+	line("empty_go_ms", med("empty_go"), "ms", "reference: static Go binary, func main() {}")
 	line("leasectl_version_ms", med("version"), "ms", "leasectl version: the binary's start-up alone")
 	line("run_redis_ms", med("run_redis"), "ms", "leasectl run --job j -- true, local Redis")
 	line("run_embedded_ms", med("run_embedded"), "ms", "same, embedded store")
@@ -60,8 +53,31 @@ func (b *bench) startup() error {
 	line("run_redis_vs_flock", med("run_redis")/med("flock"), "x", "target <= 2.5")
 	line("run_embedded_vs_flock", med("run_embedded")/med("flock"), "x", "target <= 2.5")
 	line("setnx_vs_flock", med("setnx")/med("flock"), "x", "reference 1.7-1.9")
+	line("leasectl_version_vs_empty_go", med("version")/med("empty_go"), "x",
+		fmt.Sprintf("target <= 1.5; floor: empty Go binary %.2f ms in this run", med("empty_go")))
 	if b.etcd != nil {
 		line("etcd_lock_vs_flock", med("etcd_lock")/med("flock"), "x", "reference")
 	}
 	return nil
+}
+
+// interleave runs every command once per round, in a new random order each
+// round, and returns each one's times in milliseconds by name, warm-up
+// rounds left out.
+func (b *bench) interleave(cmds []starter) (map[string][]float64, error) {
+	samples := map[string][]float64{}
+	for round := range warmupRounds + startupRounds {
+		for _, i := range b.rng.Perm(len(cmds)) {
+			c := cmds[i]
+			cmd := c.cmd()
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("%s: %v: %s", c.name, err, out)
+			}
+			if round >= warmupRounds {
+				samples[c.name] = append(samples[c.name], ms(time.Since(start)))
+			}
+		}
+	}
+	return samples, nil
 }

@@ -14,9 +14,10 @@ import (
 
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/redisstore"
 )
 
-// Sizes of the store figures (DESIGN §8).
+// Sizes of the store figures (docs/design.md §8).
 const (
 	scanLive     = 99_000 // in-flight jobs whose lease is live
 	scanCrashed  = 1_000  // in-flight jobs whose supervisor vanished
@@ -44,7 +45,7 @@ func (b *bench) storeFigures() error {
 	if _, err := srv.Do("FLUSHALL"); err != nil {
 		return err
 	}
-	if err := b.scan(ctx, srv); err != nil {
+	if err := b.scan(ctx, srv.URL, "scan"); err != nil {
 		return fmt.Errorf("scan: %w", err)
 	}
 	return nil
@@ -62,9 +63,9 @@ func request(job string, ttl time.Duration, maxCrashes int) leasestore.AcquireRe
 
 // seed runs do for jobs 0..n-1 from seedClients clients at once.
 func seed(ctx context.Context, url string, n int, do func(s leasestore.Store, i int) error) error {
-	clients := make([]*leasestore.Redis, seedClients)
+	clients := make([]*redisstore.Store, seedClients)
 	for w := range clients {
-		s, err := leasestore.OpenRedis(ctx, url, "leasectl")
+		s, err := redisstore.Open(url, "leasectl")
 		if err != nil {
 			return err
 		}
@@ -101,16 +102,17 @@ func seedCrashes(ctx context.Context, url string) error {
 }
 
 // scan times Store.Scan and `leasectl scan` over scanLive live and
-// scanCrashed crashed jobs, and Store.Scan with no crash at all.
-func (b *bench) scan(ctx context.Context, srv *redistest.Server) error {
-	err := seed(ctx, srv.URL, scanLive, func(s leasestore.Store, i int) error {
+// scanCrashed crashed jobs in the store at url, and Store.Scan with no crash
+// at all; its lines are named after prefix.
+func (b *bench) scan(ctx context.Context, url, prefix string) error {
+	err := seed(ctx, url, scanLive, func(s leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(fmt.Sprintf("live-%06d", i), time.Hour, 3))
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	s, err := leasestore.OpenRedis(ctx, srv.URL, "leasectl")
+	s, err := redisstore.Open(url, "leasectl")
 	if err != nil {
 		return err
 	}
@@ -120,13 +122,13 @@ func (b *bench) scan(ctx context.Context, srv *redistest.Server) error {
 		found, err := s.Scan(ctx)
 		d := ms(time.Since(start))
 		if err == nil && len(found) != want {
-			err = fmt.Errorf("Scan found %d crashes, want %d", len(found), want)
+			err = fmt.Errorf("scan found %d crashes, want %d", len(found), want)
 		}
 		return d, err
 	}
 	var rounds []float64
 	for range scanRounds {
-		if err := seedCrashes(ctx, srv.URL); err != nil {
+		if err := seedCrashes(ctx, url); err != nil {
 			return err
 		}
 		d, err := timeScan(scanCrashed)
@@ -139,10 +141,10 @@ func (b *bench) scan(ctx context.Context, srv *redistest.Server) error {
 	if err != nil {
 		return err
 	}
-	if err := seedCrashes(ctx, srv.URL); err != nil {
+	if err := seedCrashes(ctx, url); err != nil {
 		return err
 	}
-	cmd := b.leasectlCmd(false, "--store", srv.URL, "--namespace", "leasectl", "scan", "--json")
+	cmd := b.leasectlAt(url, "--namespace", "leasectl", "scan", "--json")
 	start := time.Now()
 	out, err := cmd.Output()
 	command := ms(time.Since(start))
@@ -154,9 +156,9 @@ func (b *bench) scan(ctx context.Context, srv *redistest.Server) error {
 		return fmt.Errorf("leasectl scan --json printed %d crashes (%v), want %d", len(found), err, scanCrashed)
 	}
 	n := fmt.Sprintf("%d in flight, %d crashed", scanLive+scanCrashed, scanCrashed)
-	line("scan_ms", median(rounds), "ms", fmt.Sprintf("target <= 50; Store.Scan, %s; median of %d", n, scanRounds))
-	line("scan_no_crash_ms", none, "ms", fmt.Sprintf("Store.Scan, %d in flight, none crashed: cost follows the crashed jobs", scanLive+scanCrashed))
-	line("scan_command_ms", command, "ms", "leasectl scan --json, "+n+"; process start and JSON output included")
+	line(prefix+"_ms", median(rounds), "ms", fmt.Sprintf("target <= 50; Store.Scan, %s; median of %d", n, scanRounds))
+	line(prefix+"_no_crash_ms", none, "ms", fmt.Sprintf("Store.Scan, %d in flight, none crashed: cost follows the crashed jobs", scanLive+scanCrashed))
+	line(prefix+"_command_ms", command, "ms", "leasectl scan --json, "+n+"; process start and JSON output included")
 	return nil
 }
 

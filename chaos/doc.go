@@ -10,6 +10,9 @@
 // two records lived a little longer than its last record says, so a very
 // short overlap can go unseen, but every overlap reported is real.
 //
+// TestChaosEtcd runs the same loop against a 3-member etcd cluster, with the
+// leader SIGKILLed (and restarted) and SIGSTOPped among the faults.
+//
 // CHAOS_SECONDS sets how long the fault run lasts (default 20); `make chaos`
 // runs it for 60 seconds. The package has no code outside its tests.
 package chaos

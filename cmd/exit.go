@@ -10,7 +10,7 @@ import (
 	"github.com/leasectl/leasectl/supervise"
 )
 
-// Exit codes (DESIGN §3). They are decided here and nowhere else.
+// Exit codes (docs/design.md §3). They are decided here and nowhere else.
 const (
 	exitOK          = 0
 	exitFailure     = 1   // a check answered "no" (token check), or an unexpected error
@@ -18,6 +18,8 @@ const (
 	exitUnavailable = 69  // EX_UNAVAILABLE: the store is unreachable or failing
 	exitHeld        = 75  // EX_TEMPFAIL: held elsewhere (--conflict-exit-code changes it)
 	exitQuarantined = 76  // the job is quarantined
+	exitDeadline    = 77  // the job's ttl_deadline passed: it is no longer retried (seed 002)
+	exitRegion      = 78  // the job belongs to another region than the worker's (seed 002)
 	exitMaxRuntime  = 124 // --max-runtime passed (like timeout(1))
 	exitLeaseLost   = 125 // the lease was lost; the child was killed
 	exitSignalBase  = 128 // 128+N: the child died of signal N, or a signal ended the wait
@@ -51,17 +53,27 @@ func exitCode(err error) int {
 	var idErr *leasestore.InvalidJobIDError
 	var qErr *leasestore.QuarantinedError
 	var hErr *leasestore.HeldError
+	var urlErr *leasestore.URLError
+	var nsErr *leasestore.NamespaceError
+	var dErr *leasestore.DeadlineError
+	var rErr *leasestore.RegionError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &idErr), supervise.IsConfigError(err):
+	case errors.As(err, &idErr), supervise.IsConfigError(err), errors.As(err, &urlErr), errors.As(err, &nsErr):
+		// A store may find a URL unusable only when it first talks to the
+		// server (a database it does not have): still a usage error.
 		return exitUsage
 	case errors.As(err, &qErr):
 		return exitQuarantined
 	case errors.As(err, &hErr):
 		return exitHeld
+	case errors.As(err, &dErr):
+		return exitDeadline
+	case errors.As(err, &rErr):
+		return exitRegion
 	case errors.Is(err, leasestore.ErrUnavailable):
 		return exitUnavailable
 	case isCobraUsage(err):
@@ -86,7 +98,7 @@ func isCobraUsage(err error) bool {
 }
 
 // runExitCode is the exit code of a run that got past the wait for its
-// lease (DESIGN §3).
+// lease (docs/design.md §3).
 func runExitCode(e supervise.Ending) int {
 	switch e.Reason {
 	case supervise.Interrupted:

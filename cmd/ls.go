@@ -31,12 +31,12 @@ holding it, its fencing token, how long it has been running and how long its
 lease has left before it expires unless renewed.
 ` + outputHelp + `
 
-Exit status: 0 whether leases are held or not, 69 if the store is
-unreachable.`,
+Exit status: 0 whether leases are held or not, 64 for bad flags or
+arguments, 69 if the store is unreachable.`,
 		Example: `  leasectl ls
   leasectl ls | cut -f1          # the jobs running now
   leasectl ls --json | jq -r '.[] | select(.host == "db-1") | .job'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)

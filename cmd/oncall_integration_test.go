@@ -63,11 +63,7 @@ func realStores(t *testing.T) map[string]func(t *testing.T) realStore {
 // open opens a client of rs, as another process would.
 func (rs realStore) open(t *testing.T) leasestore.Store {
 	t.Helper()
-	loc, err := leasestore.ParseLocation(rs.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := leasestore.Open(context.Background(), loc, rs.namespace)
+	s, err := leasestore.Open(context.Background(), rs.url, rs.namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +147,30 @@ func TestOnCallAgainstRealStores(t *testing.T) {
 				st, err := s.Status(context.Background(), "nightly")
 				if err != nil || st.Crashes != 1 || st.State != leasestore.StateIdle {
 					t.Fatalf("after the scans: %+v, %v; want IDLE with 1 crash", st, err)
+				}
+			})
+
+			t.Run("status shows a crash the reaper counted as the last run", func(t *testing.T) {
+				rs := newStore(t)
+				s := rs.open(t)
+				l := startRun(t, s, "nightly", "w1", time.Minute)
+				if err := s.Release(context.Background(), l, leasestore.Outcome{Result: leasestore.ResultCompleted, Duration: time.Second}); err != nil {
+					t.Fatal(err)
+				}
+				crashed := crashRun(t, s, "nightly", "w2")
+				scanJSON(t, rs)
+				out, errOut, code := rs.leasectl(t, "status", "nightly", "--json")
+				var st struct {
+					LastOutcome struct {
+						Result, Worker, Reason string
+						Token                  int64
+					} `json:"last_outcome"`
+				}
+				if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+					t.Fatalf("status --json: exit %d, %q, %s", code, out, errOut)
+				}
+				if o := st.LastOutcome; o.Result != "CRASHED" || o.Worker != "w2" || o.Token != crashed.Token || o.Reason != "supervisor vanished: liveness expired, found by scan" {
+					t.Errorf("last outcome %+v, want w2's crash, found by scan", o)
 				}
 			})
 
@@ -277,7 +297,7 @@ func TestScanWatchBinary(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rs := newStore(t)
 			s := rs.open(t)
-			cmd := exec.Command(bin, "--store", rs.url, "--namespace", rs.namespace, "--log-format", "json",
+			cmd := exec.Command(bin, "--store", rs.url, "--namespace", rs.namespace, "--log-format", "json", "-v",
 				"scan", "--watch", "--interval", interval.String(), "--metrics-addr", "127.0.0.1:0", "--json")
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {

@@ -1,10 +1,13 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,7 +50,7 @@ type QuarantineOptions struct {
 
 	Job    string // show, release, add
 	Reason string // release, add
-	// By names the operator in the records: $USER@hostname, or "unknown".
+	// By names the operator in the records: user@hostname (see operator).
 	By   string
 	JSON bool
 }
@@ -56,11 +59,21 @@ func newQuarantineOptions(f *Factory) *QuarantineOptions {
 	return &QuarantineOptions{IO: f.IO, Now: f.Now, OpenStore: f.OpenStore}
 }
 
-// operator names who runs this process, for the quarantine records. It is
-// asked only by the commands that record it, not at start-up.
+// operator names who runs this process, for the quarantine records: $USER,
+// else $LOGNAME (cron sets only that), else the name of the process's user
+// ID (a service or a container may set neither), else "uid N"; with the
+// host. It is asked only by the commands that record it, not at start-up.
 func operator() string {
 	host, _ := os.Hostname()
-	return inspect.Operator(os.Getenv("USER"), host)
+	name := cmp.Or(os.Getenv("USER"), os.Getenv("LOGNAME"))
+	if name == "" {
+		if u, err := user.Current(); err == nil && u.Username != "" {
+			name = u.Username
+		} else {
+			name = "uid " + strconv.Itoa(os.Getuid())
+		}
+	}
+	return inspect.Operator(name, host)
 }
 
 // NewCmdQuarantineList builds `leasectl quarantine list`. runF, when not
@@ -75,11 +88,11 @@ worker and host that ran them, since when, why, and by whom ("leasectl" when
 quarantined for crashing, else the operator).
 ` + outputHelp + `
 
-Exit status: 0 whether jobs are quarantined or not, 69 if the store is
-unreachable.`,
+Exit status: 0 whether jobs are quarantined or not, 64 for bad flags or
+arguments, 69 if the store is unreachable.`,
 		Example: `  leasectl quarantine list
   leasectl quarantine list --json | jq -r '.[].job'`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -104,11 +117,8 @@ func quarantineListRun(ctx context.Context, opts *QuarantineOptions) error {
 // jobArg validates the JOB argument of a quarantine command into opts.
 func jobArg(opts *QuarantineOptions) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
-		if err := cobra.ExactArgs(1)(c, args); err != nil {
-			return usageError(err)
-		}
-		if err := leasestore.ValidateJobID(args[0]); err != nil {
-			return usageError(err)
+		if err := oneJob(c, args); err != nil {
+			return err
 		}
 		opts.Job = args[0]
 		return nil
@@ -129,8 +139,9 @@ recent history. 'leasectl status JOB' shows any job, quarantined or not.
 
 Exit status: 0 quarantined, 1 not quarantined (one line on stderr says so),
 64 for a bad job ID, 69 if the store is unreachable.`,
-		Example: `  leasectl quarantine show nightly-report`,
-		Args:    jobArg(opts),
+		Example:           `  leasectl quarantine show nightly-report`,
+		Args:              jobArg(opts),
+		ValidArgsFunction: completeOneJob(f, false, true),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -169,7 +180,8 @@ func NewCmdQuarantineRelease(f *Factory, runF func(*QuarantineOptions) error) *c
 		Short: "Let a quarantined job run again and reset its crash count",
 		Long: `Release a job from quarantine: 'leasectl run' accepts it again and its
 consecutive crash count starts from zero. The release is recorded in the job's
-history with who did it ($USER@hostname) and why.
+history with who did it (user@hostname: $USER, else $LOGNAME, else the name
+of the user ID) and why.
 
 A job that is not quarantined is left alone: one line on stderr says so and
 the exit status is 1, so that a script notices a wrong job name or a release
@@ -180,8 +192,9 @@ Confirmation goes to stderr; --json prints
 
 Exit status: 0 released, 1 not quarantined, 64 for a bad job ID, 69 if the
 store is unreachable.`,
-		Example: `  leasectl quarantine release nightly-report --reason "fixed the bad input file (INC-1234)"`,
-		Args:    jobArg(opts),
+		Example:           `  leasectl quarantine release nightly-report --reason "fixed the bad input file (INC-1234)"`,
+		Args:              jobArg(opts),
+		ValidArgsFunction: completeOneJob(f, false, true),
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.By = operator()
 			if runF != nil {
@@ -228,8 +241,9 @@ Confirmation goes to stderr; --json prints
 
 Exit status: 0 quarantined, 64 for a bad job ID or a missing --reason, 69 if
 the store is unreachable.`,
-		Example: `  leasectl quarantine add billing-sync --reason "upstream API returns garbage (INC-1234)"`,
-		Args:    jobArg(opts),
+		Example:           `  leasectl quarantine add billing-sync --reason "upstream API returns garbage (INC-1234)"`,
+		Args:              jobArg(opts),
+		ValidArgsFunction: completeOneJob(f, true, false),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.Reason == "" {
 				return usageError(errors.New("quarantine add: --reason is required: say why, for the on-call after you"))

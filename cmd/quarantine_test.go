@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -56,9 +57,22 @@ func TestNewCmdQuarantine(t *testing.T) {
 }
 
 func TestOperatorWithoutUser(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("USER", "")
-	if got := operator(); got != "unknown" {
-		t.Fatalf("operator() = %q without $USER, want unknown", got)
+	t.Setenv("LOGNAME", "cron-user")
+	if got, want := operator(), "cron-user@"+host; got != want {
+		t.Errorf("operator() = %q with $LOGNAME only, want %q", got, want)
+	}
+	t.Setenv("LOGNAME", "")
+	id, err := exec.Command("id", "-un").Output() // the uid's name, as the system knows it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := operator(), strings.TrimSpace(string(id))+"@"+host; got != want {
+		t.Errorf("operator() = %q without $USER and $LOGNAME, want %q (the uid's name)", got, want)
 	}
 }
 

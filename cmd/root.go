@@ -5,17 +5,24 @@ package cmd
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/outbox"
+	"github.com/leasectl/leasectl/supervise"
+	// The store drivers, registered by URL scheme; the embedded store's
+	// folder is also where the host keeps its outbox.
+	"github.com/leasectl/leasectl/leasestore/boltstore"
+	_ "github.com/leasectl/leasectl/leasestore/etcdstore"
+	_ "github.com/leasectl/leasectl/leasestore/httpstore"
+	_ "github.com/leasectl/leasectl/leasestore/pgstore"
+	_ "github.com/leasectl/leasectl/leasestore/redisstore"
 )
 
 // Set by the linker (see Makefile and .goreleaser.yaml).
@@ -34,6 +41,9 @@ type IOStreams struct {
 	StdinTTY  bool
 	StdoutTTY bool
 	StderrTTY bool
+	// TerminalWidth returns the width of the terminal on stdout in columns,
+	// 0 when unknown; nil stands for unknown.
+	TerminalWidth func() int
 }
 
 // GlobalOptions are the flags every command takes.
@@ -42,6 +52,7 @@ type GlobalOptions struct {
 	Namespace string
 	LogLevel  string
 	LogFormat string
+	Verbose   int // -v: one step more verbose than --log-level's default per -v
 }
 
 // Factory gives commands what they need from the outside world, so that a
@@ -52,6 +63,10 @@ type Factory struct {
 	Now     func() time.Time
 	// OpenStore opens the store named by the global flags.
 	OpenStore func(ctx context.Context) (leasestore.Store, error)
+	// Outbox returns this host's outbox for the store and namespace named
+	// by the global flags (package outbox), or nil when the state folder is
+	// unknown.
+	Outbox func() *outbox.Box
 }
 
 // NewFactory returns the Factory of a real process.
@@ -63,47 +78,34 @@ func NewFactory() *Factory {
 			StdinTTY:  term.IsTerminal(int(os.Stdin.Fd())),
 			StdoutTTY: term.IsTerminal(int(os.Stdout.Fd())),
 			StderrTTY: term.IsTerminal(int(os.Stderr.Fd())),
+			TerminalWidth: func() int {
+				w, _, err := term.GetSize(int(os.Stdout.Fd()))
+				if err != nil {
+					return 0
+				}
+				return w
+			},
 		},
 		Globals: g,
 		Now:     time.Now,
 	}
 	f.OpenStore = func(ctx context.Context) (leasestore.Store, error) {
-		loc, err := leasestore.ParseLocation(g.Store)
+		s, err := leasestore.Open(ctx, g.Store, g.Namespace)
+		var urlErr *leasestore.URLError
+		var nsErr *leasestore.NamespaceError
+		if errors.As(err, &urlErr) || errors.As(err, &nsErr) {
+			return nil, usageError(err)
+		}
+		return s, err
+	}
+	f.Outbox = func() *outbox.Box {
+		dir, err := boltstore.DefaultDir()
 		if err != nil {
-			return nil, usageError(err)
+			return nil
 		}
-		if err := leasestore.ValidateNamespace(g.Namespace); err != nil {
-			return nil, usageError(err)
-		}
-		return leasestore.Open(ctx, loc, g.Namespace)
+		return outbox.Open(dir, g.Store, g.Namespace)
 	}
 	return f
-}
-
-// Logger returns the logger the global flags ask for, writing to stderr.
-func (f *Factory) Logger() (zerolog.Logger, error) {
-	level, err := zerolog.ParseLevel(strings.ToLower(f.Globals.LogLevel))
-	if err != nil || f.Globals.LogLevel == "" {
-		return zerolog.Nop(), usageError(fmt.Errorf("invalid --log-level %q: use trace, debug, info, warn or error", f.Globals.LogLevel))
-	}
-	var w io.Writer
-	switch f.Globals.LogFormat {
-	case "json":
-		w = f.IO.ErrOut
-	case "console":
-		w = zerolog.ConsoleWriter{Out: f.IO.ErrOut, TimeFormat: "15:04:05.000", NoColor: !f.IO.StderrTTY}
-	case "auto":
-		if f.IO.StderrTTY {
-			w = zerolog.ConsoleWriter{Out: f.IO.ErrOut, TimeFormat: "15:04:05.000"}
-		} else {
-			w = f.IO.ErrOut
-		}
-	default:
-		return zerolog.Nop(), usageError(fmt.Errorf("invalid --log-format %q: use auto, console or json", f.Globals.LogFormat))
-	}
-	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
-	zerolog.DurationFieldUnit = time.Millisecond
-	return zerolog.New(w).Level(level).With().Timestamp().Logger(), nil
 }
 
 // NewCmdRoot builds the command tree.
@@ -135,32 +137,41 @@ with --store redis://host:6379 for many hosts.`,
 	root.SetVersionTemplate("leasectl {{.Version}}\n")
 	g := f.Globals
 	pf := root.PersistentFlags()
-	pf.StringVar(&g.Store, "store", envOr("LEASECTL_STORE", ""), "store URL: redis://[user:pass@]host:port[/db], rediss://... (TLS), or file:///dir; default: the embedded store in $XDG_STATE_HOME/leasectl [$LEASECTL_STORE]")
+	pf.StringVar(&g.Store, "store", envOr("LEASECTL_STORE", ""), "store URL: redis://[user:pass@]host:port[/db], rediss:// (TLS), redis+cluster://, etcd://host:2379[,host2:2379], postgres://[user@]host[:port]/db[?sslmode=...], https://registry:port (leasectl serve, with $LEASECTL_TOKEN), or file:///dir; default: the embedded store in $XDG_STATE_HOME/leasectl [$LEASECTL_STORE]")
 	pf.StringVar(&g.Namespace, "namespace", envOr("LEASECTL_NAMESPACE", "leasectl"), "namespace of the store's keys, to share one store between teams [$LEASECTL_NAMESPACE]")
-	pf.StringVar(&g.LogLevel, "log-level", envOr("LEASECTL_LOG_LEVEL", "info"), "log level: trace, debug, info, warn, error [$LEASECTL_LOG_LEVEL]")
+	pf.StringVar(&g.LogLevel, "log-level", envOr("LEASECTL_LOG_LEVEL", defaultLogLevel), "log level: trace, debug, info, warn, error [$LEASECTL_LOG_LEVEL]")
+	pf.CountVarP(&g.Verbose, "verbose", "v", "log more: -v the run's lifecycle (info), -vv details (debug)")
 	pf.StringVar(&g.LogFormat, "log-format", envOr("LEASECTL_LOG_FORMAT", "auto"), "log format: auto (console on a terminal, else json), console, json [$LEASECTL_LOG_FORMAT]")
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	root.SetFlagErrorFunc(flagError)
+	completeGlobalFlags(root)
 
 	root.AddCommand(
 		NewCmdVersion(f),
 		NewCmdRun(f, nil),
-		NewCmdWatchdog(f),
 		NewCmdScan(f, nil),
 		NewCmdQuarantine(f),
 		NewCmdStatus(f, nil),
 		NewCmdLs(f, nil),
 		NewCmdToken(f),
+		NewCmdStore(f),
+		NewCmdServe(f, nil),
 	)
 	addCompletion(root, f.IO.Out)
+	showDefaults(root)
 	return root
 }
 
 // Execute runs leasectl with the process's arguments and returns its exit
-// code.
+// code. The watchdog that `run` re-executes is dispatched before anything
+// else is built: it starts once per run, and needs neither the command
+// tree nor the terminal checks.
 func Execute() int {
+	if len(os.Args) == 2 && os.Args[1] == supervise.WatchdogArg {
+		return reportError(os.Stderr, supervise.RunWatchdog(os.Stdin, os.Stdout, watchdogLogger()))
+	}
 	f := NewFactory()
 	root := NewCmdRoot(f)
-	return reportError(f.IO.ErrOut, root.ExecuteContext(context.Background()))
+	return f.report(root.ExecuteContext(context.Background()))
 }
 
 func envOr(name, def string) string {

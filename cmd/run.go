@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -25,8 +27,10 @@ type RunOptions struct {
 	ConflictExitCode int
 }
 
-// forwarded are the signals `run` forwards to the child's process group.
-var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
+// notified are the signals `run` handles: those it forwards to the child's
+// process group, and SIGCONT, which resumes a run stopped with its child
+// (Ctrl-Z, then fg).
+var notified = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGCONT}
 
 // NewCmdRun builds `leasectl run`. runF, when not nil, replaces the work so
 // tests can stop after flag parsing.
@@ -44,7 +48,9 @@ released; leasectl exits with CMD's exit code.
 
 CMD runs without a shell, with leasectl's stdin, stdout and stderr, in its own
 process group, and gets LEASECTL_JOB_ID, LEASECTL_FENCING_TOKEN,
-LEASECTL_WORKER_ID, LEASECTL_ATTEMPT and LEASECTL_LEASE_TTL_MS.
+LEASECTL_WORKER_ID, LEASECTL_ATTEMPT and LEASECTL_LEASE_TTL_MS, and the run's
+LEASECTL_STORE (password included) and LEASECTL_NAMESPACE, so that
+'leasectl token check' in CMD asks the store that granted its token.
 
 Timing rules: --heartbeat ≤ --ttl/3; --heartbeat < --safety < --ttl;
 --grace ≤ --ttl; --evidence-ttl > --ttl + 1m; --max-crashes ≥ 2.
@@ -62,6 +68,9 @@ executable / not found. A --min-interval skip exits 0.`,
   # The same cron entry on many hosts runs once per hour:
   leasectl run --job hourly-sync --min-interval 50m -- true`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if err := required(cmd, "job"); err != nil {
+				return err
+			}
 			dash := cmd.ArgsLenAtDash()
 			switch {
 			case dash < 0 && len(args) > 0:
@@ -78,8 +87,8 @@ executable / not found. A --min-interval skip exits 0.`,
 			if err := positiveDurations(cmd.Flags(), "ttl", "heartbeat", "safety", "evidence-ttl", "grace", "max-runtime", "min-interval", "wait-timeout"); err != nil {
 				return err
 			}
-			if opts.ConflictExitCode < 1 || opts.ConflictExitCode > 255 {
-				return usageError(fmt.Errorf("--conflict-exit-code %d must be between 1 and 255", opts.ConflictExitCode))
+			if opts.ConflictExitCode < 0 || opts.ConflictExitCode > 255 {
+				return usageError(fmt.Errorf("--conflict-exit-code %d must be between 0 and 255", opts.ConflictExitCode))
 			}
 			c.SetDefaults()
 			if err := c.Validate(); err != nil {
@@ -103,9 +112,10 @@ executable / not found. A --min-interval skip exits 0.`,
 	fl.DurationVar(&c.Grace, "grace", 0, "after SIGINT/SIGTERM (or --max-runtime), SIGKILL the child this much later (default min(10s, --ttl))")
 	fl.DurationVar(&c.MaxRuntime, "max-runtime", 0, "stop the child after this long (exit 124)")
 	fl.StringVar(&c.WorkerID, "worker-id", "", "this run's worker ID (default host:pid:random)")
-	fl.IntVar(&opts.ConflictExitCode, "conflict-exit-code", exitHeld, "exit code when the lease is held elsewhere")
+	fl.IntVar(&opts.ConflictExitCode, "conflict-exit-code", exitHeld, "exit code when the lease is held elsewhere (0: a quiet skip, like flock -E 0)")
 	fl.DurationVar(&c.MinInterval, "min-interval", 0, "skip (exit 0) if the job last succeeded less than this long ago")
 	_ = cmd.MarkFlagRequired("job")
+	_ = cmd.RegisterFlagCompletionFunc("job", completeJobs(f, true, true))
 	return cmd
 }
 
@@ -124,12 +134,30 @@ func positiveDurations(fl *pflag.FlagSet, names ...string) error {
 
 func runRun(ctx context.Context, opts *RunOptions) error {
 	f, c := opts.Factory, &opts.Config
+	format, err := f.logFormat()
+	if err != nil {
+		return err
+	}
+	status := &waitStatus{io: f.IO, job: c.Job, now: f.Now, refresh: format == formatConsole && f.IO.StderrTTY}
+	log, err := f.loggerTo(status)
+	if err != nil {
+		return err
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding leasectl's own binary for the watchdog: %w", err)
 	}
-	watchdog := startEarlyWatchdog(self)
-	defer watchdog.discard()
+	host, _ := os.Hostname()
+	c.Host, c.PID = host, os.Getpid()
+	if c.WorkerID == "" {
+		c.WorkerID = defaultWorkerID(host, c.PID)
+	}
+	// First of all the I/O, so that the watchdog's start-up overlaps
+	// opening the store and the acquire. Run stops it; the deferred Close
+	// covers the ways out before Run.
+	watchdog := supervise.StartWatchdog(self, os.Stderr, watchdogEnv(format, log.GetLevel(), c.Job, c.WorkerID))
+	defer watchdog.Close()
+	runLog := log.With().Str("job", c.Job).Str("worker", c.WorkerID).Logger()
 	store, err := f.OpenStore(ctx)
 	if err != nil {
 		return err
@@ -138,100 +166,81 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	// No signal.Stop: the process ends with this function, and Stop waits
 	// for the runtime's signal loop to go idle, which costs every run.
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, forwarded...)
+	signal.Notify(sigs, notified...)
 
-	host, _ := os.Hostname()
-	c.Host, c.PID = host, os.Getpid()
-	if c.WorkerID == "" {
-		c.WorkerID = defaultWorkerID(host, c.PID)
-	}
 	c.Interactive = f.IO.StdinTTY
-	log, err := f.Logger()
-	if err != nil {
-		return err
-	}
+	box := f.hostOutbox()
+	deliverOutbox(ctx, box, store, log, c.Safety)
 	if err := supervise.BecomeSubreaper(); err != nil {
-		log.Warn().Str("job", c.Job).Str("worker", c.WorkerID).Err(err).Msg("cannot become a child subreaper; descendants that leave the group will not be tracked")
+		runLog.Warn().Err(err).Msg("cannot become a child subreaper; descendants that leave the group will not be tracked")
 	}
-	status := &waitStatus{io: f.IO, job: c.Job, now: f.Now}
-	child := &supervise.Command{Argv: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: c.Interactive}
+	status.log = runLog
+	child := &supervise.Command{Argv: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: c.Interactive,
+		Env: storeEnv(f.Globals)}
 	sup := &supervise.Supervisor{
-		Store:       store,
-		Clock:       supervise.RealClock{},
-		Log:         log,
-		Start:       child.Start,
-		Watchdog:    watchdog.take,
+		Store: store,
+		Clock: supervise.RealClock{},
+		Log:   log,
+		Start: func(env []string, pgid int) (supervise.Child, error) {
+			status.clear() // the wait is over: its line goes before the child writes
+			return child.Start(env, pgid)
+		},
+		Watchdog:    watchdog,
 		Signals:     sigs,
 		OnWait:      status.show,
+		Suspend:     supervise.SuspendSelf,
 		KillOrphans: supervise.KillOrphans,
+	}
+	if box != nil {
+		sup.Outbox = box
 	}
 	ending, err := sup.Run(ctx, *c)
 	status.clear()
-	if err != nil {
-		return runRefusal(err, c.Job, opts.ConflictExitCode)
+	var code int
+	var msg string
+	switch {
+	case err != nil:
+		code, msg = runRefusal(runLog, err, c.Job, opts.ConflictExitCode)
+	case ending.Reason == supervise.NotStarted:
+		code, msg = runExitCode(ending), ending.Start.Error() // in a shell's words
+	default:
+		code = runExitCode(ending)
 	}
-	return exitWith(runExitCode(ending), nil)
+	lastWord(f.IO.ErrOut, runLog, format, code, msg)
+	return exitWith(code, nil)
 }
 
-// earlyWatchdog is the watchdog process started as soon as `run` begins, so
-// that its fork, exec and start-up overlap leasectl's own set-up and the
-// acquire instead of delaying the child.
-type earlyWatchdog struct {
-	started chan earlyResult
-	taken   bool
+// storeEnv is what the child needs to reach the run's own store, so that
+// `leasectl token check` inside it asks the store that granted its token,
+// however leasectl was given it (flag or environment). The URL goes as
+// given, password included: the child runs as the same user, who can read
+// it in leasectl's own environment or command line anyway; the README says
+// what that exposes.
+func storeEnv(g *GlobalOptions) []string {
+	return []string{"LEASECTL_STORE=" + g.Store, "LEASECTL_NAMESPACE=" + g.Namespace}
 }
 
-type earlyResult struct {
-	wd  *supervise.ProcessWatchdog
-	err error
-}
-
-func startEarlyWatchdog(self string) *earlyWatchdog {
-	e := &earlyWatchdog{started: make(chan earlyResult, 1)}
-	go func() {
-		wd, err := supervise.StartWatchdog(self, os.Stderr)
-		e.started <- earlyResult{wd, err}
-	}()
-	return e
-}
-
-// take hands the watchdog to the Supervisor, which stops it when the run
-// ends.
-func (e *earlyWatchdog) take() (supervise.Watchdog, error) {
-	e.taken = true
-	r := <-e.started
-	if r.err != nil {
-		return nil, r.err
-	}
-	return r.wd, nil
-}
-
-// discard stops the watchdog if the Supervisor never took it (`run` failed
-// before it began).
-func (e *earlyWatchdog) discard() {
-	if e.taken {
-		return
-	}
-	if r := <-e.started; r.wd != nil {
-		_ = r.wd.Close()
-	}
-}
-
-// runRefusal turns a refusal before the child started into its one stderr
-// line and exit code.
-func runRefusal(err error, job string, conflictCode int) error {
+// runRefusal is the exit code of a run refused before its child started,
+// and the one line that says why. A refusal that exits 0 (a --min-interval
+// skip, a conflict mapped to 0 like flock -E 0) says it only at info level:
+// cron mails every line.
+func runRefusal(log zerolog.Logger, err error, job string, conflictCode int) (int, string) {
 	var tooSoon *leasestore.TooSoonError
 	var held *leasestore.HeldError
 	var quarantined *leasestore.QuarantinedError
 	switch {
 	case errors.As(err, &tooSoon):
-		return exitWith(exitOK, fmt.Errorf("skipped: %w", err))
+		log.Info().Msgf("skipped: %v", err)
+		return exitOK, ""
 	case errors.As(err, &quarantined):
-		return exitWith(exitQuarantined, fmt.Errorf("%w; release it with: leasectl quarantine release %s --reason '...'", err, job))
+		return exitQuarantined, fmt.Sprintf("%v; release it with: leasectl quarantine release %s --reason '...'", err, job)
+	case errors.As(err, &held) && conflictCode == exitOK:
+		log.Info().Msgf("skipped: %v", err)
+		return exitOK, ""
 	case errors.As(err, &held):
-		return exitWith(conflictCode, err)
+		return conflictCode, err.Error()
 	}
-	return err
+	return exitCode(err), errorMessage(err)
 }
 
 func defaultWorkerID(host string, pid int) string {
@@ -240,39 +249,57 @@ func defaultWorkerID(host string, pid int) string {
 	return fmt.Sprintf("%s:%d:%s", host, pid, hex.EncodeToString(b))
 }
 
-// waitStatus keeps one status line on a terminal's stderr while --wait
-// waits: who holds the job, for how long.
+// waitStatus shows who holds the job while --wait waits: on a terminal in
+// the console format, one line on stderr, redrawn at each attempt and
+// cleared when the wait ends; otherwise one info line, logged once. It is
+// also the run's log writer, so that a line logged while the status shows
+// starts on a line of its own.
 type waitStatus struct {
-	io    *IOStreams
-	job   string
-	now   func() time.Time
-	shown bool
+	io      *IOStreams
+	job     string
+	now     func() time.Time
+	refresh bool           // redraw a line on the terminal, rather than log once
+	log     zerolog.Logger // the run's logger, for the line logged once
+
+	mu     sync.Mutex
+	shown  bool // the status line is on the terminal
+	logged bool // the wait was logged
 }
 
 func (w *waitStatus) show(h *leasestore.HeldError) {
-	if !w.io.StderrTTY {
+	if !w.refresh {
+		if !w.logged {
+			w.logged = true
+			w.log.Info().Str("holder", h.Holder).Str("host", h.Host).Int("pid", h.PID).Dur("expires_in", h.ExpiresIn).
+				Msg("waiting for the lease")
+		}
 		return
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	fmt.Fprintf(w.io.ErrOut, "\r\x1b[Kwaiting for job %s: held by %s on %s (pid %d) for %s, expires in %s",
 		w.job, h.Holder, h.Host, h.PID, w.now().Sub(h.Since).Round(time.Second), h.ExpiresIn.Round(100*time.Millisecond))
 	w.shown = true
 }
 
+// clear removes the status line, if shown.
 func (w *waitStatus) clear() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.clearLocked()
+}
+
+func (w *waitStatus) clearLocked() {
 	if w.shown {
 		fmt.Fprint(w.io.ErrOut, "\r\x1b[K")
+		w.shown = false
 	}
 }
 
-// NewCmdWatchdog builds the hidden command `run` re-executes as its
-// watchdog process.
-func NewCmdWatchdog(f *Factory) *cobra.Command {
-	return &cobra.Command{
-		Use:    supervise.WatchdogArg,
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return supervise.RunWatchdog(f.IO.In, f.IO.Out, f.IO.ErrOut)
-		},
-	}
+// Write writes a log line to stderr, on a line of its own.
+func (w *waitStatus) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.clearLocked()
+	return w.io.ErrOut.Write(p)
 }

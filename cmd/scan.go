@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasectl/leasectl/inspect"
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/outbox"
 )
 
 // defaultScanInterval is how often `scan --watch` looks for crashes. A
@@ -32,6 +33,9 @@ type ScanOptions struct {
 	Now       func() time.Time
 	OpenStore func(context.Context) (leasestore.Store, error)
 	Logger    func() (zerolog.Logger, error)
+	// Outbox returns this host's outbox, whose late outcomes each pass
+	// delivers first; nil when there is none.
+	Outbox func() *outbox.Box
 
 	Watch       bool
 	Interval    time.Duration
@@ -42,7 +46,7 @@ type ScanOptions struct {
 // NewCmdScan builds `leasectl scan`. runF, when not nil, replaces the
 // command's work, so a test can stop after flag parsing.
 func NewCmdScan(f *Factory, runF func(*ScanOptions) error) *cobra.Command {
-	opts := &ScanOptions{IO: f.IO, Now: f.Now, OpenStore: f.OpenStore, Logger: f.Logger}
+	opts := &ScanOptions{IO: f.IO, Now: f.Now, OpenStore: f.OpenStore, Logger: f.Logger, Outbox: f.hostOutbox}
 	c := &cobra.Command{
 		Use:   "scan [--watch [--interval D] [--metrics-addr ADDR]]",
 		Short: "Find crashed runs, count each crash once, quarantine poison jobs",
@@ -57,7 +61,9 @@ had been stale, its consecutive crashes, and whether it is now quarantined.
 
 With --watch, scans every --interval until SIGTERM or SIGINT, then exits 0.
 A crash is found within its job's TTL plus the interval. A failed pass (the
-store unreachable) is logged and the reaper goes on. Each pass that finds
+store unreachable) is logged and the reaper goes on. Each pass first
+delivers the outcomes that runs on this host could not record in time (a
+partition), which corrects the crashes counted for them. Each pass that finds
 crashes prints them; with --json, as one JSON object per line.
 
 --metrics-addr serves Prometheus metrics at http://ADDR/metrics:
@@ -68,11 +74,11 @@ leasectl_quarantined_jobs and leasectl_inflight_jobs.
 
 Exit status: 0 whether crashes were found or not (also after SIGTERM or
 SIGINT with --watch), 64 for bad flags, 69 if the store is unreachable
-(a single scan only).`,
+(a single scan only), 1 if --watch cannot serve its metrics.`,
 		Example: `  leasectl scan
   leasectl scan --json | jq -r '.[] | select(.quarantined) | .job'
   leasectl scan --watch --interval 5s --metrics-addr 127.0.0.1:9465`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := validateScan(c, opts); err != nil {
 				return usageError(err)
@@ -88,6 +94,14 @@ SIGINT with --watch), 64 for bad flags, 69 if the store is unreachable
 	c.Flags().StringVar(&opts.MetricsAddr, "metrics-addr", "", "with --watch, serve Prometheus metrics at http://ADDR/metrics (host:port)")
 	c.Flags().BoolVar(&opts.JSON, "json", false, jsonFlagHelp)
 	return c
+}
+
+// outbox returns the host's outbox, or nil when there is none.
+func (opts *ScanOptions) outbox() *outbox.Box {
+	if opts.Outbox == nil {
+		return nil
+	}
+	return opts.Outbox()
 }
 
 func validateScan(c *cobra.Command, opts *ScanOptions) error {
@@ -114,6 +128,13 @@ func scanRun(ctx context.Context, opts *ScanOptions) error {
 		return scanWatch(ctx, opts)
 	}
 	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+		if box := opts.outbox(); box != nil && box.Pending() {
+			log, err := opts.Logger()
+			if err != nil {
+				return err
+			}
+			deliverOutbox(ctx, box, s, log, onCallTimeout)
+		}
 		crashes, err := (&inspect.Reaper{Store: s}).Pass(ctx)
 		if err != nil {
 			return err
@@ -146,7 +167,9 @@ func scanWatch(ctx context.Context, opts *ScanOptions) (err error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	reaper := &inspect.Reaper{Store: s, PassTimeout: max(opts.Interval, minPassTimeout)}
+	box := opts.outbox()
+	reaper := &inspect.Reaper{Store: s, PassTimeout: max(opts.Interval, minPassTimeout),
+		BeforePass: func(ctx context.Context) { deliverOutbox(ctx, box, s, log, max(opts.Interval, minPassTimeout)) }}
 	serveDone := make(chan error, 1)
 	if opts.MetricsAddr == "" {
 		serveDone <- nil

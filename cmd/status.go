@@ -44,9 +44,14 @@ func withStore(ctx context.Context, open func(context.Context) (leasestore.Store
 	return fn(ctx, s)
 }
 
-// printer returns the Printer for a command's output.
+// printer returns the Printer for a command's output, its tables fitted
+// to the terminal.
 func printer(ios *IOStreams, asJSON bool, now time.Time) *inspect.Printer {
-	return &inspect.Printer{Out: ios.Out, ErrOut: ios.ErrOut, Format: inspect.FormatFor(ios.StdoutTTY, asJSON), Now: now}
+	p := &inspect.Printer{Out: ios.Out, ErrOut: ios.ErrOut, Format: inspect.FormatFor(ios.StdoutTTY, asJSON), Now: now}
+	if p.Format == inspect.FormatTable && ios.TerminalWidth != nil {
+		p.Width = ios.TerminalWidth()
+	}
+	return p
 }
 
 // StatusOptions are `leasectl status`'s inputs.
@@ -85,12 +90,10 @@ is unreachable.`,
 		Example: `  leasectl status nightly-report
   leasectl status nightly-report --json | jq -r .state
   leasectl status nightly-report | awk -F'\t' '$1 == "state" {print $2}'`,
-		Args: cobra.ExactArgs(1),
+		Args:              oneJob,
+		ValidArgsFunction: completeOneJob(f, true, true),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Job = args[0]
-			if err := leasestore.ValidateJobID(opts.Job); err != nil {
-				return usageError(err)
-			}
 			if runF != nil {
 				return runF(opts)
 			}

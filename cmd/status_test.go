@@ -124,6 +124,7 @@ func sampleStore() *stubStore {
 	running := &leasestore.Holder{
 		Job: "nightly-report", Worker: "db-1:4242:a1b2c3", Host: "db-1", PID: 4242, Token: 1772331247000001, Attempt: 17,
 		Command: []string{"./report.sh", "--full"}, StartedAt: oncallNow.Add(-3*time.Minute - 12*time.Second), ExpiresAt: oncallNow.Add(21*time.Second + 500*time.Millisecond),
+		LastRTT: 1234 * time.Microsecond,
 	}
 	backup := leasestore.Holder{
 		Job: "backup/db", Worker: "db-2:77:ffee01", Host: "db-2", PID: 77, Token: 1772330000000042, Attempt: 3,
@@ -159,7 +160,7 @@ func sampleStore() *stubStore {
 		leases: []leasestore.Holder{backup, *running},
 		statuses: map[string]*leasestore.JobStatus{
 			"nightly-report": {
-				Job: "nightly-report", State: leasestore.StateRunning, Now: oncallNow, Holder: running,
+				Job: "nightly-report", State: leasestore.StateRunning, Now: oncallNow, Holder: running, Region: "us-east-1",
 				LastToken: running.Token, Attempts: 17, Crashes: 1, MaxCrashes: 3,
 				LastOutcome: &leasestore.LastOutcome{
 					Outcome: leasestore.Outcome{Result: leasestore.ResultCompleted, Duration: 72 * time.Second},

@@ -65,7 +65,12 @@ Exit status: 0 current and live, 1 stale, 64 bad job ID or token, 69 if the
 store is unreachable.`,
 		Example: `  # inside 'leasectl run --job nightly -- ./report.sh':
   leasectl token check --job "$LEASECTL_JOB_ID" --token "$LEASECTL_FENCING_TOKEN" && commit-results`,
-		Args: cobra.NoArgs,
+		Args: func(c *cobra.Command, args []string) error {
+			if err := noArgs(c, args); err != nil {
+				return err
+			}
+			return required(c, "job", "token")
+		},
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := leasestore.ValidateJobID(opts.Job); err != nil {
 				return usageError(err)
@@ -83,6 +88,7 @@ store is unreachable.`,
 	c.Flags().Int64Var(&opts.Token, "token", 0, "fencing token to check ($LEASECTL_FENCING_TOKEN inside a run)")
 	c.Flags().BoolVar(&opts.JSON, "json", false, jsonFlagHelp)
 	_ = c.MarkFlagRequired("job")
+	_ = c.RegisterFlagCompletionFunc("job", completeJobs(f, true, false))
 	_ = c.MarkFlagRequired("token")
 	return c
 }

@@ -12,7 +12,7 @@ func NewCmdVersion(f *Factory) *cobra.Command {
 		Use:     "version",
 		Short:   "Print leasectl's version, commit and build date",
 		Example: "  leasectl version",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			_, err := fmt.Fprintf(f.IO.Out, "leasectl %s (commit %s, built %s)\n", version, commit, date)
 			return err

@@ -3,7 +3,7 @@
 // token checks, the reaper's Prometheus metrics, and the rendering of all of
 // it as terminal tables, tab-separated lines or JSON.
 //
-// It sees only the leasestore.Store interface. What it guarantees comes from
+// It sees only the leasestore.Operator interface. What it guarantees comes from
 // the store: a crash is counted exactly once, whether the reaper or the
 // job's next run finds it, so several reapers may watch one store. What it
 // does not guarantee: that a crash is found sooner than its liveness TTL
@@ -15,7 +15,9 @@
 // Every listing has three forms, chosen by FormatFor:
 //
 //   - On a terminal: lipgloss tables, ages relative to now ("3m ago",
-//     "in 12s"), durations compact ("3m12s"). An empty result prints one
+//     "in 12s"), durations compact ("3m12s"), fitted to the terminal's
+//     width (Printer.Width) by cutting the widest free-text columns short
+//     with "…", never a token, time or count. An empty result prints one
 //     line ("no crashed jobs found").
 //   - Piped: one tab-separated line per row and no header line (the gh
 //     convention: `leasectl ls | cut -f1` lists jobs), times in RFC 3339,
@@ -70,13 +72,17 @@
 //
 //	{"job": string,
 //	 "state": "IDLE" | "RUNNING" | "CRASHED" | "QUARANTINED",
+//	 "region": string,         // seed 002's; "" when none was recorded
 //	 "now": time,              // the store's clock
 //	 "holder": Lease | null,   // the live lease, when RUNNING
 //	 "crashed": Crash | null,  // uncounted evidence, when CRASHED
 //	 "token": int,             // the last token granted, 0 if none
 //	 "attempts": int, "crashes": int, "max_crashes": int,
 //	 "quarantine": Quarantine | null,
-//	 "last_outcome": Outcome | null,
+//	 "last_outcome": Outcome | null, // the last run's end: its release,
+//	                           // or a crash counted since (CRASHED,
+//	                           // exit_code -1, duration_ms 0, the
+//	                           // crash's detail as reason)
 //	 "last_success": time,     // null if it never completed
 //	 "history": [Event]}       // oldest first, at most 20
 //

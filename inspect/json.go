@@ -99,6 +99,9 @@ type leaseJSON struct {
 	ExpiresAt    jsonTime `json:"expires_at"`
 	RunningForMS int64    `json:"running_for_ms"`
 	TTLLeftMS    int64    `json:"ttl_left_ms"`
+	// LastRTTMS is the holder's last renewal round trip, in milliseconds
+	// with a fraction; 0 when the store has none.
+	LastRTTMS float64 `json:"last_rtt_ms"`
 }
 
 func leaseView(h *leasestore.Holder, now time.Time) leaseJSON {
@@ -108,6 +111,7 @@ func leaseView(h *leasestore.Holder, now time.Time) leaseJSON {
 		StartedAt: jsonTime(h.StartedAt), ExpiresAt: jsonTime(h.ExpiresAt),
 		RunningForMS: millis(max(now.Sub(h.StartedAt), 0)),
 		TTLLeftMS:    millis(max(h.ExpiresAt.Sub(now), 0)),
+		LastRTTMS:    float64(h.LastRTT.Microseconds()) / 1000,
 	}
 }
 
@@ -156,6 +160,7 @@ func historyView(events []leasestore.Event) []eventJSON {
 type statusJSON struct {
 	Job         string          `json:"job"`
 	State       string          `json:"state"`
+	Region      string          `json:"region"`
 	Now         jsonTime        `json:"now"`
 	Holder      *leaseJSON      `json:"holder"`
 	Crashed     *crashJSON      `json:"crashed"`
@@ -171,9 +176,9 @@ type statusJSON struct {
 
 func statusView(st *leasestore.JobStatus) statusJSON {
 	v := statusJSON{
-		Job: st.Job, State: string(st.State), Now: jsonTime(st.Now),
+		Job: st.Job, State: string(st.State), Region: st.Region, Now: jsonTime(st.Now),
 		Token: st.LastToken, Attempts: st.Attempts, Crashes: st.Crashes, MaxCrashes: st.MaxCrashes,
-		LastOutcome: outcomeView(st.LastOutcome), LastSuccess: jsonTime(st.LastSuccess),
+		LastOutcome: outcomeView(lastRun(st)), LastSuccess: jsonTime(st.LastSuccess),
 		History: historyView(st.History),
 	}
 	if st.Holder != nil {

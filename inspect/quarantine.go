@@ -34,6 +34,7 @@ func (p *Printer) Quarantines(qs []leasestore.Quarantine) error {
 		return p.writeJSON(out)
 	}
 	g := grid{headers: []string{"JOB", "CRASHES", "LAST WORKER", "LAST HOST", "SINCE", "REASON", "BY"}}
+	g.text = textColumns(g.headers, "JOB", "LAST WORKER", "LAST HOST", "REASON", "BY")
 	for i := range qs {
 		q := &qs[i]
 		g.rows = append(g.rows, []cell{

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,10 @@ type Printer struct {
 	// Now is the clock relative ages are computed against when the store
 	// did not report its own (listing leases).
 	Now time.Time
+	// Width is the terminal's width in columns: tables and records are
+	// fitted to it, truncating the widest columns, so that no line wraps
+	// (as gh does). 0 fits nothing.
+	Width int
 }
 
 // cell is one table cell: text is shown on a terminal, plain when piped.
@@ -72,6 +77,19 @@ const (
 type grid struct {
 	headers []string
 	rows    [][]cell
+	// text marks the columns of free text (names, reasons), which a
+	// terminal too narrow for the table truncates; the others (tokens,
+	// times, counts) are never cut. Nil marks none.
+	text []bool
+}
+
+// textColumns marks the columns named by headers as free text.
+func textColumns(all []string, text ...string) []bool {
+	marks := make([]bool, len(all))
+	for i, h := range all {
+		marks[i] = slices.Contains(text, h)
+	}
+	return marks
 }
 
 func textCell(s string) cell { return cell{text: s, plain: s} }
@@ -189,17 +207,23 @@ func (p *Printer) writeGrid(g grid) error {
 		return err
 	}
 	st := newStyles(p.Out)
+	widths := fitColumns(g, p.Width)
+	headers := make([]string, len(g.headers))
+	for j, h := range g.headers {
+		headers[j] = truncate(h, widths[j])
+	}
 	rows := make([][]string, len(g.rows))
 	for i, row := range g.rows {
 		rows[i] = make([]string, len(row))
 		for j, c := range row {
+			c.text = truncate(c.text, widths[j])
 			rows[i][j] = st.paint(c)
 		}
 	}
 	t := table.New().
 		Border(lipgloss.RoundedBorder()).
 		BorderStyle(st.border).
-		Headers(g.headers...).
+		Headers(headers...).
 		Rows(rows...).
 		StyleFunc(func(row, _ int) lipgloss.Style {
 			if row == table.HeaderRow {
@@ -209,6 +233,69 @@ func (p *Printer) writeGrid(g grid) error {
 		})
 	_, err := fmt.Fprintln(p.Out, t.Render())
 	return err
+}
+
+// minColumn is the narrowest a column is truncated to: a few characters
+// and the ellipsis still tell values apart.
+const minColumn = 6
+
+// fitColumns returns each column's width on a terminal of width columns:
+// its widest text, or less when the table would be wider than the
+// terminal, taken from the widest text column first (a long worker ID or
+// reason gives way before a job name does). A table that cannot fit even
+// so keeps minColumn per text column, and wraps. Width 0 fits nothing.
+func fitColumns(g grid, width int) []int {
+	widths := make([]int, len(g.headers))
+	for j, h := range g.headers {
+		widths[j] = lipgloss.Width(h)
+	}
+	for _, row := range g.rows {
+		for j, c := range row {
+			widths[j] = max(widths[j], lipgloss.Width(c.text))
+		}
+	}
+	if width <= 0 {
+		return widths
+	}
+	// A rounded table with cells padded by one space on each side: each
+	// column takes its text, two spaces and one border, plus one border.
+	over := 1 - width
+	for _, w := range widths {
+		over += w + 3
+	}
+	for over > 0 {
+		widest := -1
+		for j, w := range widths {
+			if j < len(g.text) && g.text[j] && (widest < 0 || w >= widths[widest]) {
+				widest = j
+			}
+		}
+		if widest < 0 || widths[widest] <= minColumn {
+			break
+		}
+		widths[widest]--
+		over--
+	}
+	return widths
+}
+
+// truncate shortens s to at most width columns, ending it with "…" when it
+// was longer.
+func truncate(s string, width int) string {
+	if lipgloss.Width(s) <= width {
+		return s
+	}
+	var b strings.Builder
+	used := 0
+	for _, r := range s {
+		w := lipgloss.Width(string(r))
+		if used+w > width-1 {
+			break
+		}
+		b.WriteRune(r)
+		used += w
+	}
+	return b.String() + "…"
 }
 
 // sanitize keeps a field on its line and in its column when piped.
@@ -284,6 +371,9 @@ func (p *Printer) writeRecord(fields []field, history []leasestore.Event, now ti
 			continue
 		}
 		b.WriteString(st.key.Width(width + 2).Render(f.label))
+		if p.Width > 0 {
+			f.value.text = truncate(f.value.text, max(p.Width-width-2, minColumn))
+		}
 		b.WriteString(st.paint(f.value))
 		b.WriteByte('\n')
 	}
@@ -297,6 +387,7 @@ func (p *Printer) writeRecord(fields []field, history []leasestore.Event, now ti
 		return err
 	}
 	g := grid{headers: []string{"AT", "EVENT", "WORKER", "TOKEN", "DETAIL"}}
+	g.text = textColumns(g.headers, "WORKER", "DETAIL")
 	for _, e := range history {
 		g.rows = append(g.rows, eventCells(e, now))
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
+
 	"github.com/leasectl/leasectl/leasestore"
 )
 
@@ -203,7 +205,47 @@ func TestLeaseAgesFollowTheStoresClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	fields := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\t")
-	if len(fields) != 6 || fields[4] != "1m30s" || fields[5] != "20s" {
-		t.Fatalf("fields = %q, want running for 1m30s and 20s left by the store's clock", fields)
+	if len(fields) != 7 || fields[4] != "1m30s" || fields[5] != "20s" || fields[6] != "" {
+		t.Fatalf("fields = %q, want running for 1m30s and 20s left by the store's clock, no round trip", fields)
+	}
+}
+
+func TestTruncateCountsColumnsNotBytes(t *testing.T) {
+	for _, tc := range []struct {
+		s     string
+		width int
+		want  string
+	}{
+		{"nightly", 7, "nightly"},
+		{"nightly-report", 8, "nightly…"},
+		{"café-crème", 6, "café-…"},
+		{"日本語のジョブ", 7, "日本語…"}, // two columns each: 6 + the ellipsis
+	} {
+		if got := truncate(tc.s, tc.width); got != tc.want || lipgloss.Width(got) > tc.width {
+			t.Errorf("truncate(%q, %d) = %q, want %q", tc.s, tc.width, got, tc.want)
+		}
+	}
+}
+
+func TestFitColumnsCutsTheWidestTextColumnFirst(t *testing.T) {
+	g := grid{
+		headers: []string{"JOB", "WORKER", "TOKEN"},
+		rows:    [][]cell{{textCell("nightly-report"), textCell("ip-10-0-12-34.eu-west-1.compute.internal:4242:a1b2"), tokenCell(1772331247000001)}},
+	}
+	g.text = textColumns(g.headers, "JOB", "WORKER")
+	// Borders and padding take 3 columns per column plus 1: 10 here.
+	for _, tc := range []struct {
+		width int
+		want  []int
+	}{
+		{0, []int{14, 50, 16}},
+		{200, []int{14, 50, 16}},
+		{60, []int{14, 20, 16}},
+		{40, []int{7, 7, 16}}, // both text columns cut, alternately, the token never
+		{10, []int{6, 6, 16}}, // too narrow: the text columns stop at minColumn
+	} {
+		if got := fitColumns(g, tc.width); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("fitColumns(width %d) = %v, want %v", tc.width, got, tc.want)
+		}
 	}
 }

@@ -13,12 +13,16 @@ import (
 // Acquire finds it first, and quarantines the job at the threshold its last
 // run was started with.
 type Reaper struct {
-	Store leasestore.Store
+	Store leasestore.Operator
 	// Metrics, when not nil, is updated after every pass.
 	Metrics *Metrics
 	// PassTimeout bounds each pass of Watch (0: only ctx bounds it), so a
 	// frozen store fails the pass instead of stalling the reaper.
 	PassTimeout time.Duration
+	// BeforePass, when not nil, runs at the start of each pass of Watch,
+	// bounded by the pass's ctx (scan --watch delivers the host's late
+	// outcomes with it).
+	BeforePass func(ctx context.Context)
 }
 
 // Pass runs one scan. It returns the crashes the store counted; they are
@@ -77,6 +81,9 @@ func (r *Reaper) pass(ctx context.Context) ([]leasestore.Crash, error) {
 		ctx, cancel = context.WithTimeout(ctx, r.PassTimeout)
 		defer cancel()
 	}
+	if r.BeforePass != nil {
+		r.BeforePass(ctx)
+	}
 	return r.Pass(ctx)
 }
 
@@ -117,6 +124,7 @@ func (p *Printer) CrashStream(crashes []leasestore.Crash) error {
 
 func crashGrid(crashes []leasestore.Crash) grid {
 	g := grid{headers: []string{"JOB", "WORKER", "HOST", "PID", "STARTED", "STALE FOR", "CRASHES", "QUARANTINED"}}
+	g.text = textColumns(g.headers, "JOB", "WORKER", "HOST")
 	for i := range crashes {
 		c := &crashes[i]
 		g.rows = append(g.rows, []cell{

@@ -22,6 +22,9 @@ func (p *Printer) Status(st *leasestore.JobStatus) error {
 		{label: "job", key: "job", value: textCell(st.Job)},
 		{label: "state", key: "state", value: stateCell(st.State)},
 	}
+	if st.Region != "" {
+		fields = append(fields, field{label: "region", key: "region", value: textCell(st.Region)})
+	}
 	switch {
 	case st.Holder != nil:
 		h := st.Holder
@@ -32,6 +35,7 @@ func (p *Printer) Status(st *leasestore.JobStatus) error {
 			field{label: "started", key: "started_at", value: agoCell(h.StartedAt, now)},
 			field{label: "token", key: "token", value: tokenCell(h.Token)},
 			field{label: "ttl left", key: "ttl_left", value: durationCell(max(h.ExpiresAt.Sub(now), 0))},
+			field{label: "last rtt", key: "last_rtt", value: rttCell(h.LastRTT)},
 		)
 	case st.Crashed != nil:
 		c := st.Crashed
@@ -58,7 +62,7 @@ func (p *Printer) Status(st *leasestore.JobStatus) error {
 			field{label: "reason", key: "quarantine_reason", value: textCell(q.Reason)},
 		)
 	}
-	fields = append(fields, outcomeFields(st.LastOutcome, now)...)
+	fields = append(fields, outcomeFields(lastRun(st), now)...)
 	fields = append(fields, field{label: "last success", key: "last_success", value: agoCell(st.LastSuccess, now)})
 	return p.writeRecord(fields, st.History, now)
 }
@@ -76,6 +80,30 @@ func stateCell(s leasestore.State) cell {
 	return c
 }
 
+// lastRun is how the job's last finished run ended: the outcome its
+// release recorded, or a crash counted after that release. Acquire and Scan
+// count a crash without a release, so the store's last outcome predates
+// it; the crash is then known from its history event (result CRASHED, exit
+// code -1, no duration, the event's detail as the reason). A crash Release
+// counted has both, at the same instant: the outcome, which says more, is
+// kept.
+func lastRun(st *leasestore.JobStatus) *leasestore.LastOutcome {
+	o := st.LastOutcome
+	for i := len(st.History) - 1; i >= 0; i-- {
+		e := st.History[i]
+		if o != nil && !e.At.After(o.FinishedAt) {
+			break
+		}
+		if e.Kind == leasestore.EventCrashed {
+			return &leasestore.LastOutcome{
+				Outcome: leasestore.Outcome{Result: leasestore.ResultCrashed, ExitCode: -1, Reason: e.Detail},
+				Worker:  e.Worker, Token: e.Token, FinishedAt: e.At,
+			}
+		}
+	}
+	return o
+}
+
 // outcomeFields say how the last run ended: on a terminal in one line
 // ("COMPLETED exit 0 after 1.2s, 2h ago", "FAILED signal 15 (SIGTERM)
 // after 4s: max-runtime, 3m ago"), piped as one key per value.
@@ -85,15 +113,18 @@ func outcomeFields(o *leasestore.LastOutcome, now time.Time) []field {
 	}
 	var b strings.Builder
 	b.WriteString(resultName(o.Result))
-	if o.Signal != 0 {
+	switch {
+	case o.Signal != 0:
 		fmt.Fprintf(&b, " signal %d", o.Signal)
 		if name := unix.SignalName(unix.Signal(o.Signal)); name != "" {
 			fmt.Fprintf(&b, " (%s)", name)
 		}
-	} else {
+	case o.ExitCode >= 0:
 		fmt.Fprintf(&b, " exit %d", o.ExitCode)
 	}
-	fmt.Fprintf(&b, " after %s", shortDuration(o.Duration))
+	if o.Duration > 0 {
+		fmt.Fprintf(&b, " after %s", shortDuration(o.Duration))
+	}
 	if o.Reason != "" {
 		fmt.Fprintf(&b, ": %s", o.Reason)
 	}

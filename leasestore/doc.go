@@ -1,6 +1,13 @@
-// Package leasestore defines the Store that leasectl keeps its leases in, the
-// errors a store reports, and two implementations: an embedded store in a
-// local file (the default, for one host) and a Redis store (for many hosts).
+// Package leasestore is the contract between leasectl and the stores it
+// keeps its leases in: the Store interface (the supervisor's half, Leaser,
+// and the on-call half, Operator), the requests and results they exchange,
+// the typed errors, job-ID and namespace validation, URL redaction, and
+// Open, which picks a driver by URL scheme. Each store is a driver package
+// that registers itself (boltstore: file://, the default; redisstore:
+// redis:// and rediss://; etcdstore: etcd:// and etcds://; httpstore:
+// https://, any store through a registry) and proves itself against the
+// conformance suite in storetest, as Go CDK's blob, blob/driver and
+// blob/drivertest do.
 //
 // What every Store guarantees:
 //
@@ -13,9 +20,13 @@
 //     a token is never lower than the store's clock in microseconds.
 //   - A crash (evidence of a run without its liveness) is counted exactly
 //     once, whether Acquire or Scan finds it.
+//   - Acquire by the holder of the live lease returns that lease, so a
+//     caller whose answer was lost can ask again.
 //
 // What it does not guarantee: mutual exclusion after the store loses
 // acknowledged writes (a Redis without persistence that restarts, or the
 // embedded file deleted while a lease is held). Fencing tokens still rise,
 // so a downstream that checks them stays safe.
+//
+// docs/semantics.md describes each operation in full.
 package leasestore

@@ -73,6 +73,33 @@ func (e *TooSoonError) Error() string {
 		e.Job, e.Age.Round(time.Millisecond), e.MinInterval)
 }
 
+// RegionError is returned by Acquire when the job belongs to another region
+// than the request names.
+type RegionError struct {
+	Job       string
+	Region    string // the job's, recorded by its first grant that named one
+	Requested string // the request's
+}
+
+// Error names both regions.
+func (e *RegionError) Error() string {
+	return fmt.Sprintf("job %q belongs to region %s; this worker is in region %s", e.Job, e.Region, e.Requested)
+}
+
+// DeadlineError is returned by Acquire once the store's clock is past the
+// request's Deadline: the job is no longer retried.
+type DeadlineError struct {
+	Job      string
+	Deadline time.Time
+	Now      time.Time // the store's clock
+}
+
+// Error says when the deadline passed.
+func (e *DeadlineError) Error() string {
+	return fmt.Sprintf("job %q passed its ttl_deadline %s %s ago (by the store's clock): it is no longer retried",
+		e.Job, e.Deadline.UTC().Format(time.RFC3339), e.Now.Sub(e.Deadline).Round(time.Millisecond))
+}
+
 // StaleTokenError is returned by CheckToken for a token that may no longer
 // be used.
 type StaleTokenError struct {

@@ -1,6 +1,10 @@
 package leasestore
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
 
 // MaxJobIDLen is the longest job ID, in bytes.
 const MaxJobIDLen = 200
@@ -29,10 +33,21 @@ func ValidateJobID(id string) error {
 	for i := 0; i < len(id); i++ {
 		if !jobIDByte(id[i]) {
 			return &InvalidJobIDError{ID: id, Reason: fmt.Sprintf(
-				"character %q at byte %d is not allowed (use A-Z a-z 0-9 . _ - : / @ + =)", rune(id[i]), i)}
+				"character %s at byte %d is not allowed (use A-Z a-z 0-9 . _ - : / @ + =)", offending(id[i:]), i)}
 		}
 	}
 	return nil
+}
+
+// offending shows the character s starts with as a user typed it: 'é', not
+// the first byte of its UTF-8 encoding; a byte that starts no valid UTF-8
+// character is shown as '\xff'.
+func offending(s string) string {
+	r, size := utf8.DecodeRuneInString(s)
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Sprintf("'\\x%02x'", s[0])
+	}
+	return strconv.QuoteRune(r)
 }
 
 func jobIDByte(c byte) bool {
@@ -47,15 +62,27 @@ func jobIDByte(c byte) bool {
 	return false
 }
 
+// NamespaceError explains why a namespace was refused.
+type NamespaceError struct {
+	Namespace string
+	Reason    string
+}
+
+// Error names the namespace and what is wrong with it.
+func (e *NamespaceError) Error() string {
+	return fmt.Sprintf("invalid namespace %q: %s", e.Namespace, e.Reason)
+}
+
 // ValidateNamespace checks a --namespace value: 1–64 bytes of the job ID
 // character set, since it becomes part of every key.
 func ValidateNamespace(ns string) error {
 	if ns == "" || len(ns) > 64 {
-		return fmt.Errorf("invalid namespace %q: it must be 1 to 64 bytes long", ns)
+		return &NamespaceError{Namespace: ns, Reason: "it must be 1 to 64 bytes long"}
 	}
 	for i := 0; i < len(ns); i++ {
 		if !jobIDByte(ns[i]) {
-			return fmt.Errorf("invalid namespace %q: character %q at byte %d is not allowed (use A-Z a-z 0-9 . _ - : / @ + =)", ns, rune(ns[i]), i)
+			return &NamespaceError{Namespace: ns, Reason: fmt.Sprintf(
+				"character %s at byte %d is not allowed (use A-Z a-z 0-9 . _ - : / @ + =)", offending(ns[i:]), i)}
 		}
 	}
 	return nil

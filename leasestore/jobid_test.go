@@ -21,7 +21,10 @@ func TestValidateJobID(t *testing.T) {
 		{"job*", `'*' at byte 3`},
 		{"{job}", `'{' at byte 0`},
 		{"job\n", `'\n' at byte 3`},
-		{"jöb", "at byte 1"},
+		{"jöb", `'ö' at byte 1`},
+		{"café", `'é' at byte 3`},
+		{"日本", `'日' at byte 0`},
+		{"x\xffy", `'\xff' at byte 1`},
 		{"job?", `'?'`},
 		{"a[b]", `'['`},
 	}

@@ -2,6 +2,8 @@ package leasestore
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -10,17 +12,47 @@ import (
 const HistoryLimit = 20
 
 // Store keeps leases, crash evidence, quarantine state and history for jobs.
-// Every method is safe for concurrent use. ctx bounds the whole call,
-// including retries and connection set-up; a store that cannot answer in time
-// returns an error for which errors.Is(err, ErrUnavailable) holds.
+// It is the two halves a driver implements, and the handle that owns the
+// connections. Every method is safe for concurrent use. ctx bounds the whole
+// call, including retries and connection set-up; a store that cannot answer
+// in time returns an error for which errors.Is(err, ErrUnavailable) holds.
 type Store interface {
+	Leaser
+	Operator
+	// Close releases the store's connections and files.
+	Close() error
+}
+
+// TTLLimiter is implemented by a store that honours lease TTLs only within a
+// range (etcd: whole seconds from its minimum lease TTL up). Callers check a
+// run's TTL against it before any I/O, so that a TTL the store would round
+// or refuse is a usage error naming the limit; a store that does not
+// implement it honours every positive TTL.
+type TTLLimiter interface {
+	// TTLRange returns the shortest and the longest lease TTL the store
+	// honours.
+	TTLRange() (min, max time.Duration)
+}
+
+// Leaser is what a supervisor needs of a store: the lease's own transitions
+// and the release notifications a waiter sleeps on.
+type Leaser interface {
 	// Acquire grants the lease on req.Job to req.Holder. In one atomic step it
-	// refuses a quarantined job (*QuarantinedError), a job completed
-	// successfully less than req.MinInterval ago (*TooSoonError) and a job
-	// whose lease is live (*HeldError); counts the previous run's crash when
-	// its evidence is there without liveness (possibly quarantining the job,
-	// which then refuses this request); and writes liveness and evidence
-	// with the next fencing token.
+	// refuses a quarantined job (*QuarantinedError), a job of another region
+	// than req.Region (*RegionError), a job whose lease is live
+	// (*HeldError), a job past req.Deadline (*DeadlineError) and a job
+	// completed successfully less than req.MinInterval ago (*TooSoonError);
+	// counts the previous run's crash when its evidence is there without
+	// liveness (possibly quarantining the job, which then refuses this
+	// request); and writes liveness and evidence with the next fencing token.
+	//
+	// Acquire is idempotent for the holder: when req.Holder already holds
+	// the job's live lease, it returns that lease (same token and attempt)
+	// with its liveness extended as Renew would, and changes nothing else.
+	// A caller whose answer was lost can therefore ask again. On a store
+	// that is a LateRecorder, a holder that gave up on its grant
+	// (RecordLate with Token 0) is refused with ErrLeaseLost: its request
+	// may still arrive after it gave up.
 	Acquire(ctx context.Context, req AcquireRequest) (*Lease, error)
 
 	// Renew extends the liveness of l by l.TTL and the evidence by its own
@@ -36,12 +68,62 @@ type Store interface {
 	// or its evidence is gone (counted as a crash, or expired).
 	Release(ctx context.Context, l *Lease, out Outcome) error
 
+	// Subscribe starts delivering job's release notifications. Call it
+	// before the Acquire whose refusal you will wait on, so that a release
+	// in between is not missed.
+	Subscribe(ctx context.Context, job string) (Subscription, error)
+}
+
+// LateRecorder is the ability of a store to take outcomes that did not
+// reach it in time (docs/semantics.md, RecordLate). A Store that has it
+// lets leasectl correct the crashes such runs are counted as; the supervisor
+// and the outbox use it when the store has it, by type assertion. Every
+// driver should implement it; storetest checks it when it does.
+type LateRecorder interface {
+	// RecordLate records the outcome of a run that did not reach the store
+	// in time, and undoes what its absence did. While the run's evidence is
+	// there, it is Release. Once the run's crash was counted, it withdraws
+	// that crash from the consecutive crashes and lifts the quarantine
+	// leasectl made with it. With Token 0 (the grant's answer never reached
+	// its holder, who gave up), it releases whatever grant the holder has,
+	// and Acquire then refuses that holder with ErrLeaseLost. It is
+	// idempotent: delivering the same outcome again changes nothing.
+	RecordLate(ctx context.Context, late LateOutcome) (Correction, error)
+}
+
+// LateOutcome is the outcome of a run that did not reach the store in
+// time: its Release failed (a partition, a store down), or, with Token 0,
+// its grant's answer never reached its holder, who gave up on it.
+type LateOutcome struct {
+	Job    string
+	Holder string
+	Token  int64 // the run's token; 0 when its holder never learned it
+	Outcome
+}
+
+// Correction is what RecordLate changed.
+type Correction struct {
+	// Released: the run's evidence was still there and was released, as
+	// Release would have.
+	Released bool
+	// CrashWithdrawn: the crash counted for the run no longer counts.
+	CrashWithdrawn bool
+	// QuarantineLifted: the job was quarantined by leasectl in the streak
+	// of crashes the withdrawn one belonged to, and is no longer.
+	QuarantineLifted bool
+	// Crashes is the job's consecutive crashes afterwards.
+	Crashes int
+}
+
+// Operator is what the reaper and the on-call commands need of a store:
+// crash accounting, quarantine, and read-only views.
+type Operator interface {
 	// Scan finds runs whose evidence is there without liveness, counts each
 	// such crash once (quarantining at the threshold the run was started
 	// with) and returns what it counted.
 	Scan(ctx context.Context) ([]Crash, error)
 
-	// Quarantined lists the quarantined jobs.
+	// Quarantined lists the quarantined jobs, ordered by job.
 	Quarantined(ctx context.Context) ([]Quarantine, error)
 	// Quarantine puts job in quarantine by an operator's decision; Acquire
 	// refuses it until ReleaseQuarantine.
@@ -62,14 +144,6 @@ type Store interface {
 	// CheckToken returns nil when token is job's current fencing token and
 	// its lease is live, and a *StaleTokenError otherwise.
 	CheckToken(ctx context.Context, job string, token int64) error
-
-	// Subscribe starts delivering job's release notifications. Call it
-	// before the Acquire whose refusal you will wait on, so that a release
-	// in between is not missed.
-	Subscribe(ctx context.Context, job string) (Subscription, error)
-
-	// Close releases the store's connections and files.
-	Close() error
 }
 
 // Subscription delivers release notifications for one job.
@@ -93,6 +167,17 @@ type AcquireRequest struct {
 	EvidenceTTL time.Duration // crash evidence TTL, longer than TTL
 	MaxCrashes  int           // consecutive crashes that quarantine the job
 	MinInterval time.Duration // refuse if the last success is younger; 0: off
+	// Region, when not empty, is the region of the worker asking (seed 002's
+	// regional isolation). The job's first grant that names a region
+	// records it, and a request naming another region is refused
+	// (*RegionError). An empty Region is not restricted and records nothing.
+	Region string
+	// Deadline, when not zero, is the job's hard deadline (seed 002's
+	// ttl_deadline): once the store's clock is past it, the job is no longer
+	// granted (*DeadlineError), so that it stops being retried. It is the
+	// caller's to give, like MinInterval: the store compares, it keeps
+	// nothing.
+	Deadline time.Time
 }
 
 // Lease is a granted lease.
@@ -106,6 +191,11 @@ type Lease struct {
 	// Recovered is the previous run's crash that this Acquire counted, if
 	// any.
 	Recovered *Crash
+	// RTT is the round trip of the holder's last confirmed renewal (or of
+	// its acquire), as the holder measured it: set by the holder, it goes
+	// with the next Renew, and a store that keeps it shows it as the
+	// lease's Holder.LastRTT. Zero: not measured.
+	RTT time.Duration
 }
 
 // Result is how a run ended.
@@ -127,6 +217,25 @@ type Outcome struct {
 	Signal   int // the signal that ended the child; 0 when it exited
 	Duration time.Duration
 	Reason   string // why leasectl stopped it, if it did ("max-runtime", ...)
+}
+
+// Detail is the outcome in the words of a history event, e.g. "completed
+// exit 0 after 1.2s" or "failed signal 15 after 3s (max-runtime)".
+func (o Outcome) Detail() string {
+	var b strings.Builder
+	b.WriteString(string(o.Result))
+	if o.Signal != 0 {
+		fmt.Fprintf(&b, " signal %d", o.Signal)
+	} else {
+		fmt.Fprintf(&b, " exit %d", o.ExitCode)
+	}
+	if o.Duration > 0 {
+		fmt.Fprintf(&b, " after %s", o.Duration.Round(time.Millisecond))
+	}
+	if o.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", o.Reason)
+	}
+	return b.String()
 }
 
 // Crash is a run whose supervisor vanished, as counted by Acquire or Scan.
@@ -187,6 +296,10 @@ type Holder struct {
 	// has run and its TTL left are relative to it, not to a local clock
 	// that may be skewed against the store's.
 	ReadAt time.Time
+	// LastRTT is the renewal round trip the holder reported with its last
+	// renewal (Lease.RTT); zero when it reported none yet, or the store does
+	// not keep it.
+	LastRTT time.Duration
 }
 
 // LastOutcome is the outcome of a job's last finished run.
@@ -202,6 +315,7 @@ type JobStatus struct {
 	Job         string
 	State       State
 	Now         time.Time // the store's clock when the status was read
+	Region      string    // recorded by the job's first grant that named one
 	Holder      *Holder   // the live lease, if any
 	Crashed     *Crash    // uncounted crash evidence, when State is CRASHED
 	LastToken   int64
@@ -225,6 +339,7 @@ const (
 	EventQuarantined  EventKind = "quarantined"
 	EventUnquarantine EventKind = "released-from-quarantine"
 	EventLeaseLost    EventKind = "lease-lost"
+	EventLateOutcome  EventKind = "late-outcome"
 )
 
 // Event is one entry of a job's history.

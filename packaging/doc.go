@@ -1,6 +1,7 @@
 // Package packaging holds what the deb and rpm packages install besides the
-// binary: the reaper's systemd unit, its environment file and the install
-// scripts. It has no Go code; its test checks these files and
+// binary: the systemd units of the reaper and of the registry (`leasectl
+// serve`), their environment files, the registry's tokens file and the
+// install scripts. It has no Go code; its test checks these files and
 // .goreleaser.yaml against each other and against the cmd package, which
 // `goreleaser check` cannot do.
 package packaging

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"text/template"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -23,8 +24,11 @@ type releaseConfig struct {
 		Ldflags []string `yaml:"ldflags"`
 	} `yaml:"builds"`
 	Nfpms []struct {
-		Bindir   string `yaml:"bindir"`
-		Contents []struct {
+		PackageName      string   `yaml:"package_name"`
+		FileNameTemplate string   `yaml:"file_name_template"`
+		Formats          []string `yaml:"formats"`
+		Bindir           string   `yaml:"bindir"`
+		Contents         []struct {
 			Src      string `yaml:"src"`
 			Dst      string `yaml:"dst"`
 			Type     string `yaml:"type"`
@@ -75,7 +79,7 @@ func TestLdflagsNameStringVariablesOfCmd(t *testing.T) {
 	}
 }
 
-// DESIGN §5: builds are static; -trimpath keeps build paths out of the binary.
+// docs/design.md §5: builds are static; -trimpath keeps build paths out of the binary.
 func TestBuildIsStatic(t *testing.T) {
 	b := loadReleaseConfig(t).Builds[0]
 	if !slices.Contains(b.Env, "CGO_ENABLED=0") {
@@ -86,42 +90,64 @@ func TestBuildIsStatic(t *testing.T) {
 	}
 }
 
-func TestUnitMatchesWhatThePackageInstalls(t *testing.T) {
+// Each service's unit is installed from packaging/, runs the command it
+// is for, and reads an environment file the package installs as an
+// operator's config (kept on upgrade, 0600: it may hold a Redis password);
+// so are the files a unit names on its command line (the registry's tokens).
+func TestUnitsMatchWhatThePackageInstalls(t *testing.T) {
 	n := loadReleaseConfig(t).Nfpms[0]
-	unit := unitDirectives(t, "leasectl-reaper.service")
-
-	dsts := map[string]string{} // dst -> src
-	for _, c := range n.Contents {
-		dsts[c.Dst] = c.Src
+	tests := []struct {
+		unit    string
+		command []string // after the binary
+		env     string   // its environment file, from packaging/
+		files   []string // config files named by ExecStart, from packaging/
+	}{
+		{"leasectl-reaper.service", []string{"scan", "--watch"}, "leasectl.env", nil},
+		{"leasectl-registry.service", []string{"serve", "--tokens", "/etc/leasectl/registry.tokens"}, "registry.env", []string{"/etc/leasectl/registry.tokens"}},
 	}
-	if src := dsts["/usr/lib/systemd/system/leasectl-reaper.service"]; src != "packaging/leasectl-reaper.service" {
-		t.Errorf("the package installs %q as the unit, want packaging/leasectl-reaper.service", src)
+	installed := map[string]int{} // dst -> index in Contents
+	for i, c := range n.Contents {
+		installed[c.Dst] = i
 	}
-
-	exec := strings.Fields(unit["ExecStart"])
-	if len(exec) < 3 || exec[0] != filepath.Join(n.Bindir, "leasectl") || exec[1] != "scan" || exec[2] != "--watch" {
-		t.Errorf("ExecStart=%s, want %s scan --watch ...", unit["ExecStart"], filepath.Join(n.Bindir, "leasectl"))
-	}
-
-	envFile := strings.TrimPrefix(unit["EnvironmentFile"], "-")
-	var installed bool
-	for _, c := range n.Contents {
-		if c.Dst != envFile {
-			continue
+	wantConfig := func(dst, src string) {
+		t.Helper()
+		i, ok := installed[dst]
+		if !ok {
+			t.Errorf("%s is not installed by the package", dst)
+			return
 		}
-		installed = true
-		if c.Src != "packaging/leasectl.env" {
-			t.Errorf("%s comes from %q, want packaging/leasectl.env", envFile, c.Src)
+		c := n.Contents[i]
+		if c.Src != src {
+			t.Errorf("%s comes from %q, want %s", dst, c.Src, src)
 		}
 		if c.Type != "config|noreplace" {
-			t.Errorf("%s has type %q: an upgrade would overwrite the operator's settings", envFile, c.Type)
+			t.Errorf("%s has type %q: an upgrade would overwrite the operator's settings", dst, c.Type)
 		}
 		if c.FileInfo.Mode != 0o600 {
-			t.Errorf("%s has mode %#o, want 0600: it may hold a Redis password", envFile, c.FileInfo.Mode)
+			t.Errorf("%s has mode %#o, want 0600: it may hold secrets", dst, c.FileInfo.Mode)
 		}
 	}
-	if !installed {
-		t.Errorf("the unit reads EnvironmentFile=%s, which the package does not install", envFile)
+	for _, tc := range tests {
+		t.Run(tc.unit, func(t *testing.T) {
+			unit := unitDirectives(t, tc.unit)
+			dst := "/usr/lib/systemd/system/" + tc.unit
+			if i, ok := installed[dst]; !ok || n.Contents[i].Src != "packaging/"+tc.unit {
+				t.Errorf("the package does not install packaging/%s as %s", tc.unit, dst)
+			}
+			exec := strings.Fields(unit["ExecStart"])
+			want := append([]string{filepath.Join(n.Bindir, "leasectl")}, tc.command...)
+			if len(exec) < len(want) || !slices.Equal(exec[:len(want)], want) {
+				t.Errorf("ExecStart=%s, want %s ...", unit["ExecStart"], strings.Join(want, " "))
+			}
+			env := strings.TrimPrefix(unit["EnvironmentFile"], "-")
+			if env != "/etc/leasectl/"+tc.env {
+				t.Errorf("EnvironmentFile=%s, want /etc/leasectl/%s", unit["EnvironmentFile"], tc.env)
+			}
+			wantConfig(env, "packaging/"+tc.env)
+			for _, f := range tc.files {
+				wantConfig(f, "packaging/"+filepath.Base(f))
+			}
+		})
 	}
 }
 
@@ -264,4 +290,42 @@ func unitDirectives(t *testing.T, path string) map[string]string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// The README's install commands name the package files the release builds:
+// each pattern matches the name the file name template gives, for every
+// format, on the architectures the README names.
+func TestReadmeInstallCommandsNameTheReleasedPackages(t *testing.T) {
+	n := loadReleaseConfig(t).Nfpms[0]
+	tmpl, err := template.New("file_name_template").Option("missingkey=error").Parse(n.FileNameTemplate)
+	if err != nil {
+		t.Fatalf("file_name_template %q: %v", n.FileNameTemplate, err)
+	}
+	var name strings.Builder
+	// The fields goreleaser gives the template for a linux/amd64 build of
+	// version 1.2.3; it adds the format's extension.
+	fields := map[string]string{"PackageName": n.PackageName, "ProjectName": "leasectl", "Version": "1.2.3", "Os": "linux", "Arch": "amd64"}
+	if err := tmpl.Execute(&name, fields); err != nil {
+		t.Fatalf("file_name_template %q needs more than %v: name the files with those fields, so that the README can say them", n.FileNameTemplate, fields)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := regexp.MustCompile(`(?m)^sudo (?:dpkg|rpm) -i (\S+)`).FindAllStringSubmatch(string(readme), -1)
+	if len(install) == 0 {
+		t.Fatal("the README has no install command")
+	}
+	for _, format := range n.Formats {
+		file := name.String() + "." + format
+		matched := false
+		for _, m := range install {
+			if ok, _ := filepath.Match(m[1], file); ok {
+				matched = true
+			}
+		}
+		if !matched {
+			t.Errorf("no README install command names %s, the %s package the release builds", file, format)
+		}
+	}
 }

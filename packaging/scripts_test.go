@@ -15,7 +15,7 @@ import (
 // systemctl stub that records its calls, and with the scripts' "is systemd
 // running" folder pointed at a folder of the test's.
 func TestInstallScriptsUnderDpkgAndRpm(t *testing.T) {
-	const unit = "leasectl-reaper.service"
+	const unit = "leasectl-reaper.service leasectl-registry.service"
 	tests := []struct {
 		name   string
 		script string
@@ -52,7 +52,7 @@ func TestInstallScriptsWithoutSystemd(t *testing.T) {
 		}
 	}
 	calls := runScript(t, "preremove.sh", false, "remove")
-	if want := []string{"disable leasectl-reaper.service"}; !slices.Equal(calls, want) {
+	if want := []string{"disable leasectl-reaper.service leasectl-registry.service"}; !slices.Equal(calls, want) {
 		t.Errorf("preremove.sh without a running systemd called systemctl %q, want only %q", calls, want)
 	}
 }

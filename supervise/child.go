@@ -3,7 +3,6 @@ package supervise
 import (
 	"fmt"
 	"syscall"
-	"time"
 )
 
 // Child is the supervised command's process group.
@@ -17,6 +16,20 @@ type Child interface {
 	// Done delivers the child's exit status once, when the direct child has
 	// exited (other members of its group may still be alive).
 	Done() <-chan Exit
+	// Stopped delivers the signal each time job control stops the direct
+	// child: SIGTSTP (Ctrl-Z), SIGTTIN or SIGTTOU (the terminal used from
+	// the background). A stop by SIGSTOP is no job control and is not
+	// delivered.
+	Stopped() <-chan syscall.Signal
+	// Continue resumes the group after a stop: it gives the group the
+	// terminal first if the child had it and the supervisor's own group
+	// has it now (`fg`, not `bg`), then sends SIGCONT.
+	Continue() error
+}
+
+// jobControl reports whether sig is a stop that job control sends.
+func jobControl(sig syscall.Signal) bool {
+	return sig == syscall.SIGTSTP || sig == syscall.SIGTTIN || sig == syscall.SIGTTOU
 }
 
 // Exit is how the direct child ended.
@@ -45,29 +58,26 @@ func (e Exit) String() string {
 // it was not found and 126 when it is not executable, as in a shell.
 type StartError struct {
 	Code int
-	Err  error
+	// Command is the command as given (its argv[0]).
+	Command string
+	// Why says what a shell would: "command not found", "permission
+	// denied", "is a directory", "bad interpreter"; empty when unknown.
+	Why string
+	Err error
 }
 
-// Error is the cause's message.
-func (e *StartError) Error() string { return e.Err.Error() }
+// Error says it as a shell would: "CMD: command not found", "CMD:
+// permission denied"; the cause's own message when nothing more is known.
+func (e *StartError) Error() string {
+	switch {
+	case e.Command != "" && e.Why != "":
+		return e.Command + ": " + e.Why
+	case e.Command != "":
+		return e.Command + ": " + e.Err.Error()
+	default:
+		return e.Err.Error()
+	}
+}
 
 // Unwrap returns the cause.
 func (e *StartError) Unwrap() error { return e.Err }
-
-// Watchdog is the separate process that kills the child's group when the
-// safety deadline passes without an update, or when the supervisor vanishes.
-type Watchdog interface {
-	// Group is the process group the watchdog leads and kills; the child
-	// joins it.
-	Group() int
-	// SetDeadline moves the kill deadline; left is the time from now.
-	SetDeadline(left time.Duration) error
-	// Ready is closed once the watchdog ignores the signals forwarded to
-	// the group; until then a forwarded signal would kill it.
-	Ready() <-chan struct{}
-	// Done is closed when the watchdog process has exited, for whatever
-	// reason.
-	Done() <-chan struct{}
-	// Close stops the watchdog after the run ended and the group was killed.
-	Close() error
-}

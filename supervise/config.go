@@ -27,10 +27,17 @@ const (
 	// minEvidenceMargin is how much longer than the TTL the evidence must
 	// live, so that a reaper sees a crash before its evidence disappears.
 	minEvidenceMargin = time.Minute
+	// MinTTL is the shortest lease a real store can honour: a grant and each
+	// renewal must be confirmed within --safety (ttl/2 by default), a round
+	// trip plus the scheduling of three processes on a loaded host, and
+	// Redis keeps expiries in whole milliseconds. Shorter would trade
+	// nothing for a run that mostly fails with 69 or 125; 100 ms still lets
+	// tests and quick handoffs use sub-second leases.
+	MinTTL = 100 * time.Millisecond
 )
 
 // Config is one run's configuration. Zero durations take their defaults in
-// SetDefaults; Validate checks the timing rules of DESIGN §4.
+// SetDefaults; Validate checks the timing rules of docs/design.md §4.
 type Config struct {
 	Job      string
 	Command  []string
@@ -107,14 +114,17 @@ func (c *Config) Validate() error {
 			return &ConfigError{fmt.Sprintf("%s must be positive, got %s", d.name, d.v)}
 		}
 	}
-	// After SetDefaults these are never zero, except derived from a TTL so
-	// short that --ttl/3 rounds down to nothing.
+	if c.TTL > 0 && c.TTL < MinTTL {
+		return &ConfigError{fmt.Sprintf("--ttl %s is shorter than %s, the shortest lease a store can honour", c.TTL, MinTTL)}
+	}
+	// After SetDefaults these are never zero (a TTL of MinTTL gives a 33 ms
+	// heartbeat); a caller that skipped it is told which one is.
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"--ttl", c.TTL}, {"--heartbeat", c.Heartbeat}, {"--safety", c.Safety}, {"--evidence-ttl", c.EvidenceTTL}, {"--grace", c.Grace}} {
 		if d.v == 0 {
-			return &ConfigError{fmt.Sprintf("%s must be positive, got 0 (is --ttl %s too short?)", d.name, c.TTL)}
+			return &ConfigError{fmt.Sprintf("%s must be positive, got 0", d.name)}
 		}
 	}
 	// The relations are written so that no product or sum can overflow.
@@ -131,6 +141,24 @@ func (c *Config) Validate() error {
 		return &ConfigError{fmt.Sprintf("--evidence-ttl %s must be longer than --ttl + 1m (%s)", c.EvidenceTTL, c.TTL+minEvidenceMargin)}
 	case c.MaxCrashes < 2:
 		return &ConfigError{fmt.Sprintf("--max-crashes %d must be at least 2", c.MaxCrashes)}
+	}
+	return nil
+}
+
+// CheckStore checks the TTL against the range store honours, when it
+// declares one (leasestore.TTLLimiter), returning a *ConfigError that names
+// the store's limit. It does no I/O.
+func (c *Config) CheckStore(store any) error {
+	tl, ok := store.(leasestore.TTLLimiter)
+	if !ok {
+		return nil
+	}
+	lo, hi := tl.TTLRange()
+	switch {
+	case c.TTL < lo:
+		return &ConfigError{fmt.Sprintf("--ttl %s is below the store's minimum lease TTL %s", c.TTL, lo)}
+	case c.TTL > hi:
+		return &ConfigError{fmt.Sprintf("--ttl %s is above the store's maximum lease TTL %s", c.TTL, hi)}
 	}
 	return nil
 }

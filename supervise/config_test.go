@@ -12,7 +12,7 @@ import (
 // FuzzConfigValidate feeds Validate arbitrary durations, zero meaning "take
 // the default" as the flags do. It checks that Validate never panics, that
 // every refusal is a one-line usage error, and that every accepted Config
-// keeps each timing rule of DESIGN §4, computed without overflow.
+// keeps each timing rule of docs/design.md §4, computed without overflow.
 func FuzzConfigValidate(f *testing.F) {
 	ms := int64(time.Millisecond)
 	f.Add(int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), 0) // every default
@@ -48,7 +48,7 @@ func FuzzConfigValidate(f *testing.F) {
 	})
 }
 
-// brokenTimingRule returns the first rule of DESIGN §4 that c breaks, or "".
+// brokenTimingRule returns the first rule of docs/design.md §4 that c breaks, or "".
 // Each relation is written so that it cannot overflow for durations that
 // already passed the sign checks above it.
 func brokenTimingRule(c supervise.Config) string {
@@ -57,6 +57,8 @@ func brokenTimingRule(c supervise.Config) string {
 		return "every duration in effect is positive"
 	case c.MaxRuntime < 0 || c.MinInterval < 0 || c.WaitTimeout < 0:
 		return "optional durations are off (0) or positive"
+	case c.TTL < supervise.MinTTL:
+		return "ttl ≥ 100ms"
 	case c.Heartbeat > c.TTL/3:
 		return "heartbeat ≤ ttl/3"
 	case c.Safety <= c.Heartbeat || c.Safety >= c.TTL:
@@ -69,4 +71,35 @@ func brokenTimingRule(c supervise.Config) string {
 		return "max-crashes ≥ 2"
 	}
 	return ""
+}
+
+// ttlLimited is a store that honours lease TTLs from 2 s to 1 h.
+type ttlLimited struct{}
+
+func (ttlLimited) TTLRange() (time.Duration, time.Duration) { return 2 * time.Second, time.Hour }
+
+func TestCheckStoreNamesTheStoresTTLLimit(t *testing.T) {
+	for _, tc := range []struct {
+		ttl  time.Duration
+		want string // "" for accepted
+	}{
+		{time.Second, "below the store's minimum lease TTL 2s"},
+		{1999 * time.Millisecond, "below the store's minimum lease TTL 2s"},
+		{2 * time.Second, ""},
+		{time.Hour, ""},
+		{time.Hour + time.Millisecond, "above the store's maximum lease TTL 1h0m0s"},
+	} {
+		c := supervise.Config{TTL: tc.ttl}
+		err := c.CheckStore(ttlLimited{})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("--ttl %s refused: %v", tc.ttl, err)
+		case tc.want != "" && (err == nil || !supervise.IsConfigError(err) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("--ttl %s: got %v, want a usage error saying %q", tc.ttl, err, tc.want)
+		}
+	}
+	c := supervise.Config{TTL: time.Millisecond}
+	if err := c.CheckStore(struct{}{}); err != nil {
+		t.Errorf("a store without a TTL range refused --ttl 1ms: %v", err)
+	}
 }

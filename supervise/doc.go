@@ -18,8 +18,18 @@
 //     subreaper, so descendants that left the group are found and killed when
 //     the run ends.
 //
+// A job-control stop of the child (Ctrl-Z) stops the supervisor too, so the
+// shell gets its terminal back, and SIGCONT resumes both; nothing renews the
+// lease meanwhile, so the watchdog kills the group at the deadline unless the
+// run is resumed before it (Linux only: elsewhere the child's stops are not
+// followed).
+//
 // What it does not guarantee: processes that escape into a new session or
 // double-fork away while the supervisor is dead cannot be tracked; and if the
 // supervisor and its watchdog are both frozen past the safety window, the
-// child may outlive its lease. Downstream writes must check the fencing token.
+// child may outlive its lease. An acquire the store does not answer within
+// Safety is asked once more (Acquire is idempotent for its holder, so a grant
+// whose answer was lost comes back); a grant whose answer is lost on both
+// asks is not released: it expires, and is counted as a crash. Downstream
+// writes must check the fencing token.
 package supervise

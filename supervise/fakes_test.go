@@ -2,7 +2,9 @@ package supervise
 
 import (
 	"context"
+	"io"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -144,21 +146,28 @@ func (t *fakeTimer) Reset(d time.Duration) {
 // renewCall is one Renew the fake store received; the test answers it.
 type renewCall struct {
 	at    time.Time
+	rtt   time.Duration // the round trip the lease reported
 	reply chan error
 }
 
-// fakeStore answers Acquire from a queue and hands each Renew to the test.
-// Methods the supervisor does not call are left to the nil embedded Store.
+// fakeStore is a leasestore.Leaser that answers Acquire from a queue and
+// hands each Renew to the test. Like every store, its Acquire is idempotent
+// for the holder of the lease it granted last.
 type fakeStore struct {
-	leasestore.Store
 	clock    *fakeClock
 	mu       sync.Mutex
 	acquires []func(leasestore.AcquireRequest) (*leasestore.Lease, error)
+	asked    int               // Acquire calls received
+	granted  *leasestore.Lease // the live lease, until released
 	renews   chan renewCall
 	released chan leasestore.Outcome
+	failRels []error // what the next Release calls fail with
+	lates    []leasestore.LateOutcome
+	failLate error // what RecordLate fails with
 	notify   chan struct{}
-	holder   *leasestore.Holder // what Status reports as the live lease
 }
+
+var _ leasestore.Leaser = (*fakeStore)(nil)
 
 func newFakeStore(c *fakeClock) *fakeStore {
 	return &fakeStore{clock: c, renews: make(chan renewCall), released: make(chan leasestore.Outcome, 1), notify: make(chan struct{}, 1)}
@@ -166,9 +175,17 @@ func newFakeStore(c *fakeClock) *fakeStore {
 
 // grant queues an Acquire that succeeds with token.
 func (f *fakeStore) grant(token int64) {
-	f.queue(func(req leasestore.AcquireRequest) (*leasestore.Lease, error) {
-		return &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: token, Attempt: 1, TTL: req.TTL, GrantedAt: f.clock.Now()}, nil
-	})
+	f.queue(func(req leasestore.AcquireRequest) (*leasestore.Lease, error) { return f.grantNow(req, token), nil })
+}
+
+// grantNow makes req's holder the holder of a lease with token, as the
+// store's side of a successful Acquire, and returns the lease.
+func (f *fakeStore) grantNow(req leasestore.AcquireRequest, token int64) *leasestore.Lease {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.granted = &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: token, Attempt: 1, TTL: req.TTL, GrantedAt: f.clock.Now()}
+	l := *f.granted
+	return &l
 }
 
 // refuse queues an Acquire that fails with err.
@@ -182,19 +199,40 @@ func (f *fakeStore) queue(a func(leasestore.AcquireRequest) (*leasestore.Lease, 
 	f.acquires = append(f.acquires, a)
 }
 
+// Acquire returns the live lease again to its holder; otherwise it answers
+// with the next queued step, or, with none left, as a store that does not
+// answer in time.
 func (f *fakeStore) Acquire(_ context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.asked++
+	if f.granted != nil && f.granted.Holder == req.Holder {
+		l := *f.granted
+		f.mu.Unlock()
+		return &l, nil
+	}
 	if len(f.acquires) == 0 {
-		return nil, &leasestore.UnavailableError{Op: "acquire", Err: context.DeadlineExceeded}
+		f.mu.Unlock()
+		return nil, errNoAnswer
 	}
 	a := f.acquires[0]
 	f.acquires = f.acquires[1:]
+	f.mu.Unlock()
 	return a(req)
 }
 
-func (f *fakeStore) Renew(ctx context.Context, _ *leasestore.Lease) error {
-	call := renewCall{at: f.clock.Now(), reply: make(chan error, 1)}
+// errNoAnswer is how a store call fails when its context's deadline passed
+// before the store answered.
+var errNoAnswer = &leasestore.UnavailableError{Op: "acquire", Err: context.DeadlineExceeded}
+
+// acquireCalls is how many Acquire calls the store received.
+func (f *fakeStore) acquireCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.asked
+}
+
+func (f *fakeStore) Renew(ctx context.Context, l *leasestore.Lease) error {
+	call := renewCall{at: f.clock.Now(), rtt: l.RTT, reply: make(chan error, 1)}
 	select {
 	case f.renews <- call:
 	case <-ctx.Done():
@@ -208,15 +246,64 @@ func (f *fakeStore) Renew(ctx context.Context, _ *leasestore.Lease) error {
 	}
 }
 
-func (f *fakeStore) Release(_ context.Context, _ *leasestore.Lease, out leasestore.Outcome) error {
+// failReleases makes the next Release calls fail with errs, in order.
+func (f *fakeStore) failReleases(errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failRels = append(f.failRels, errs...)
+}
+
+func (f *fakeStore) Release(_ context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
+	f.mu.Lock()
+	if len(f.failRels) > 0 {
+		err := f.failRels[0]
+		f.failRels = f.failRels[1:]
+		f.mu.Unlock()
+		return err
+	}
+	if f.granted != nil && f.granted.Token == l.Token {
+		f.granted = nil
+	}
+	f.mu.Unlock()
 	f.released <- out
 	return nil
 }
 
-func (f *fakeStore) Status(_ context.Context, job string) (*leasestore.JobStatus, error) {
+// RecordLate records late, which the test reads from lates, or fails with
+// failLate.
+func (f *fakeStore) RecordLate(_ context.Context, late leasestore.LateOutcome) (leasestore.Correction, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &leasestore.JobStatus{Job: job, State: leasestore.StateIdle, Holder: f.holder}, nil
+	f.lates = append(f.lates, late)
+	return leasestore.Correction{CrashWithdrawn: late.Token != 0}, f.failLate
+}
+
+// recordedLate returns the late outcomes RecordLate received.
+func (f *fakeStore) recordedLate() []leasestore.LateOutcome {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.lates)
+}
+
+// fakeOutbox keeps what it is given.
+type fakeOutbox struct {
+	mu   sync.Mutex
+	kept []leasestore.LateOutcome
+}
+
+func (o *fakeOutbox) Put(late leasestore.LateOutcome) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.kept = append(o.kept, late)
+	return nil
+}
+
+func (o *fakeOutbox) Dir() string { return "/state/outbox" }
+
+func (o *fakeOutbox) contents() []leasestore.LateOutcome {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.kept)
 }
 
 func (f *fakeStore) Subscribe(context.Context, string) (leasestore.Subscription, error) {
@@ -235,11 +322,20 @@ type sigAt struct {
 }
 
 type fakeChild struct {
-	clock   *fakeClock
-	signals chan sigAt
-	done    chan Exit
-	env     []string
-	pgid    int // the group it was started in
+	clock     *fakeClock
+	signals   chan sigAt
+	done      chan Exit
+	stopped   chan syscall.Signal // a test's job-control stops
+	continues chan struct{}       // a value per Continue
+	env       []string
+	pgid      int // the group it was started in
+}
+
+func (c *fakeChild) Stopped() <-chan syscall.Signal { return c.stopped }
+
+func (c *fakeChild) Continue() error {
+	c.continues <- struct{}{}
+	return nil
 }
 
 func (c *fakeChild) PID() int { return 4243 }
@@ -267,14 +363,19 @@ type fakeWatchdog struct {
 	mu      sync.Mutex
 	updates chan time.Duration // every deadline it was given, as time left
 	died    chan struct{}      // closed by a test to make the watchdog die
+	fired   chan struct{}      // closed by a test: the watchdog killed the group at its deadline
 	ready   chan struct{}      // closed when it ignores forwarded signals
-	closed  bool
+	closes  int                // Close calls
 }
 
 func (w *fakeWatchdog) Done() <-chan struct{}  { return w.died }
+func (w *fakeWatchdog) Fired() <-chan struct{} { return w.fired }
 func (w *fakeWatchdog) Ready() <-chan struct{} { return w.ready }
 
 func (w *fakeWatchdog) Group() int { return 4242 }
+
+func (w *fakeWatchdog) SetToken(int64) error { return nil }
+func (w *fakeWatchdog) Continue() error      { return nil }
 
 func (w *fakeWatchdog) SetDeadline(left time.Duration) error {
 	w.updates <- left
@@ -284,8 +385,14 @@ func (w *fakeWatchdog) SetDeadline(left time.Duration) error {
 func (w *fakeWatchdog) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.closed = true
+	w.closes++
 	return nil
+}
+
+func (w *fakeWatchdog) closeCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closes
 }
 
 // harness runs one Supervisor against the fakes.
@@ -295,13 +402,24 @@ type harness struct {
 	store   *fakeStore
 	child   *fakeChild
 	wd      *fakeWatchdog
+	outbox  *fakeOutbox
 	signals chan os.Signal
 	started chan *fakeChild
 	// startErr, when set, is what starting the command fails with.
 	startErr error
+	// startHook, when set, runs instead of starting the command and returns
+	// why it could not start.
+	startHook func() error
+	// log, when set, gets the supervisor's log lines.
+	log io.Writer
+	// wdErr, when set, is what starting the watchdog fails with.
+	wdErr    error
 	held     chan *leasestore.HeldError
+	suspends chan syscall.Signal // what Suspend was called with
 	result   chan runResult
 	cfg      Config
+	// jitter is the Supervisor's Jitter: no jitter, unless a test sets it.
+	jitter func(time.Duration) time.Duration
 }
 
 type runResult struct {
@@ -320,14 +438,17 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 	t.Helper()
 	clock := newFakeClock()
 	h := &harness{
-		t:       t,
-		clock:   clock,
-		store:   newFakeStore(clock),
-		wd:      &fakeWatchdog{updates: make(chan time.Duration, 64), died: make(chan struct{}), ready: closed()},
-		signals: make(chan os.Signal),
-		started: make(chan *fakeChild, 1),
-		held:    make(chan *leasestore.HeldError, 16),
-		result:  make(chan runResult, 1),
+		t:        t,
+		clock:    clock,
+		store:    newFakeStore(clock),
+		wd:       &fakeWatchdog{updates: make(chan time.Duration, 64), died: make(chan struct{}), fired: make(chan struct{}), ready: closed()},
+		outbox:   &fakeOutbox{},
+		signals:  make(chan os.Signal),
+		started:  make(chan *fakeChild, 1),
+		held:     make(chan *leasestore.HeldError, 16),
+		suspends: make(chan syscall.Signal, 4),
+		result:   make(chan runResult, 1),
+		jitter:   func(d time.Duration) time.Duration { return d },
 		cfg: Config{
 			Job: "nightly", Command: []string{"./job.sh"}, WorkerID: "w1", Host: "h1", PID: 7,
 			TTL: testTTL, Heartbeat: testHeartbeat, Safety: testSafety, Grace: testGrace,
@@ -345,22 +466,38 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 
 // start runs the supervisor in the background.
 func (h *harness) start() {
+	log := zerolog.Nop()
+	if h.log != nil {
+		log = zerolog.New(h.log)
+	}
 	s := &Supervisor{
 		Store: h.store,
 		Clock: h.clock,
-		Log:   zerolog.Nop(),
+		Log:   log,
 		Start: func(env []string, pgid int) (Child, error) {
 			if h.startErr != nil {
 				return nil, h.startErr
 			}
-			c := &fakeChild{clock: h.clock, signals: make(chan sigAt, 64), done: make(chan Exit, 1), env: env, pgid: pgid}
+			if h.startHook != nil {
+				return nil, h.startHook()
+			}
+			c := &fakeChild{clock: h.clock, signals: make(chan sigAt, 64), done: make(chan Exit, 1), env: env, pgid: pgid,
+				stopped: make(chan syscall.Signal), continues: make(chan struct{}, 4)}
 			h.child = c
 			h.started <- c
 			return c, nil
 		},
-		Watchdog: func() (Watchdog, error) { return h.wd, nil },
-		Signals:  h.signals,
-		OnWait:   func(e *leasestore.HeldError) { h.held <- e },
+		Watchdog: StartWatchdogWith(func() (Watchdog, error) {
+			if h.wdErr != nil {
+				return nil, h.wdErr
+			}
+			return h.wd, nil
+		}),
+		Jitter:  h.jitter,
+		Signals: h.signals,
+		Outbox:  h.outbox,
+		OnWait:  func(e *leasestore.HeldError) { h.held <- e },
+		Suspend: func(sig syscall.Signal) { h.suspends <- sig },
 	}
 	go func() {
 		e, err := s.Run(context.Background(), h.cfg)
@@ -369,12 +506,14 @@ func (h *harness) start() {
 }
 
 // waitStarted waits for the child to start and the supervisor's loop to
-// set its timers (the heartbeat timer is the last one it sets).
+// set its timers (the heartbeat timer is the last one it sets) and, if the
+// watchdog is ready, to know it.
 func (h *harness) waitStarted() *fakeChild {
 	h.t.Helper()
 	select {
 	case c := <-h.started:
 		h.clock.awaitTimer(h.t, h.clock.Now().Add(h.cfg.Heartbeat))
+		h.awaitWatchdogReady(c)
 		return c
 	case r := <-h.result:
 		h.t.Fatalf("run ended before the child started: %+v", r)
@@ -382,6 +521,30 @@ func (h *harness) waitStarted() *fakeChild {
 		h.t.Fatal("child never started")
 	}
 	return nil
+}
+
+// awaitWatchdogReady returns once the loop has seen that the watchdog is
+// ready, if it is: until then the loop sends signals to the child alone,
+// and it sees the readiness in its own time, maybe after a timer that fired
+// at the same moment. It forwards SIGUSR2 until one reaches the group.
+func (h *harness) awaitWatchdogReady(c *fakeChild) {
+	h.t.Helper()
+	select {
+	case <-h.wd.ready:
+	default:
+		return // still starting up: the test is about that
+	}
+	for {
+		h.barrier()
+		select {
+		case s := <-c.signals:
+			if s.sig == syscall.SIGUSR2 {
+				return
+			}
+		case <-time.After(hangGuard):
+			h.t.Fatal("the forwarded SIGUSR2 reached no one")
+		}
+	}
 }
 
 // noChildStarted fails the test with why if the supervisor started a child.
@@ -458,6 +621,31 @@ func (h *harness) end(e Exit) (Ending, leasestore.Outcome) {
 	return h.wait()
 }
 
+// refused waits for Run to return without starting the child, and returns
+// what it returned.
+func (h *harness) refused() runResult {
+	h.t.Helper()
+	select {
+	case r := <-h.result:
+		h.noChildStarted("the child started")
+		h.watchdogStopped()
+		return r
+	case <-time.After(hangGuard):
+		h.t.Fatal("Run did not return")
+	}
+	return runResult{}
+}
+
+// watchdogStopped fails the test unless Run, which has returned, stopped
+// its watchdog exactly once: no watchdog may outlive its run, however the
+// run ended.
+func (h *harness) watchdogStopped() {
+	h.t.Helper()
+	if n := h.wd.closeCount(); n != 1 {
+		h.t.Errorf("watchdog stopped %d times, want once", n)
+	}
+}
+
 func (h *harness) wait() (Ending, leasestore.Outcome) {
 	h.t.Helper()
 	var out leasestore.Outcome
@@ -471,6 +659,7 @@ func (h *harness) wait() (Ending, leasestore.Outcome) {
 		if r.err != nil {
 			h.t.Fatalf("Run returned error %v", r.err)
 		}
+		h.watchdogStopped()
 		return r.ending, out
 	case <-time.After(hangGuard):
 		h.t.Fatal("Run did not return")
@@ -482,7 +671,9 @@ func (h *harness) wait() (Ending, leasestore.Outcome) {
 const hangGuard = 10 * time.Second
 
 // renewOK answers the next renewal with success and waits until the
-// supervisor has moved its deadline (it tells the watchdog).
+// supervisor has moved its deadline (it tells the watchdog) and set the
+// next heartbeat, a heartbeat after the renewal was sent: a test that moves
+// the clock before that would move it past a timer not yet set.
 func (h *harness) renewOK() renewCall {
 	h.t.Helper()
 	c := h.nextRenew()
@@ -492,5 +683,6 @@ func (h *harness) renewOK() renewCall {
 	case <-time.After(hangGuard):
 		h.t.Fatal("a confirmed renewal did not move the deadline")
 	}
+	h.clock.awaitTimer(h.t, c.at.Add(h.cfg.Heartbeat))
 	return c
 }

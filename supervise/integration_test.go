@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
+	"github.com/leasectl/leasectl/internal/faultproxy"
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/internal/testenv"
 )
@@ -659,5 +661,278 @@ func TestSIGKILLAfterGraceGives137(t *testing.T) {
 	}
 	if code := r.exitCode(); code != 137 {
 		t.Errorf("exit code %d, want 137 (SIGKILL after --grace)", code)
+	}
+}
+
+func TestStarvedWatchdogDoesNotKillOnADeadlineAlreadyMoved(t *testing.T) {
+	// The watchdog is stopped (as the scheduler of a saturated machine
+	// would leave it) across several renewals, well past the deadline it
+	// knew; when it runs again, the newer deadlines are waiting in its pipe.
+	cmd := leasectl(t, nil, append([]string{"run", "--job", "starved"}, append(timing(), "--", "sh", "-c",
+		`echo wd $(cut -d' ' -f5 /proc/$$/stat); read x; echo done`)...)...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, cmd)
+	wd := r.pid("wd")
+	if err := syscall.Kill(wd, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * safety) // the fault: renewals go on, the watchdog does not run
+	if err := syscall.Kill(wd, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// Watch for a kill for a safety window after it runs again.
+	time.Sleep(safety)
+	io.WriteString(stdin, "go\n")
+	r.expect("done")
+	if code := r.exitCode(); code != 0 {
+		t.Fatalf("exit code %d, want the child's own 0: the watchdog killed the group on a deadline the supervisor had moved", code)
+	}
+	var st struct {
+		Crashes     int `json:"crashes"`
+		LastOutcome struct {
+			Result string `json:"result"`
+		} `json:"last_outcome"`
+	}
+	status := leasectl(t, nil, "status", "starved", "--json")
+	out, err := status.Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if st.Crashes != 0 || !strings.EqualFold(st.LastOutcome.Result, "completed") {
+		t.Errorf("status: %d crashes, last outcome %q; want 0 and completed", st.Crashes, st.LastOutcome.Result)
+	}
+}
+
+func TestWatchdogGoneBeforeTheChildStartsIsALostLease(t *testing.T) {
+	// The group the child is to join is gone before it starts, as when the
+	// run froze between its deadline check and the fork while the watchdog
+	// killed the still empty group: here the waiting run's watchdog is
+	// killed while it waits for the lease.
+	release, releaseW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseW.Close()
+	hcmd := leasectl(t, nil, "run", "--job", "gone", "--", "sh", "-c", "echo started; read x")
+	hcmd.Stdin = release
+	holder := start(t, hcmd)
+	release.Close()
+	holder.expect("started")
+	waiter := start(t, leasectl(t, nil, "--log-level", "debug", "run", "--job", "gone", "--wait", "--", "sh", "-c", "echo started"))
+	waiter.expectLog("lease held; waiting")
+	wd := watchdogOf(t, waiter.cmd.Process.Pid)
+	if err := syscall.Kill(wd, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	reaped(t, wd)
+	io.WriteString(releaseW, "go\n")
+	if code := holder.exitCode(); code != 0 {
+		t.Fatalf("holder exit %d", code)
+	}
+	if code := waiter.exitCode(); code != 125 {
+		t.Errorf("exit code %d, want 125: the lease was lost before the child started, the command is not to blame (126)", code)
+	}
+}
+
+// watchdogOf returns the pid of the watchdog process of the leasectl
+// process pid, its child running `__watchdog`.
+func watchdogOf(t *testing.T, pid int) int {
+	t.Helper()
+	// The watchdog is forked in the background: until it has exec'd, its
+	// command line is still leasectl's own. Nothing signals the exec, so
+	// this looks every millisecond, up to hangGuard.
+	deadline := time.Now().Add(hangGuard)
+	for {
+		// Each thread lists the children it forked.
+		lists, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		if err != nil || len(lists) == 0 {
+			t.Skipf("cannot list the children of %d: %v", pid, err)
+		}
+		var children []byte
+		for _, l := range lists {
+			b, _ := os.ReadFile(l)
+			children = append(children, b...)
+		}
+		for _, f := range strings.Fields(string(children)) {
+			cmdline, _ := os.ReadFile("/proc/" + f + "/cmdline")
+			if strings.Contains(string(cmdline), "__watchdog") {
+				n, _ := strconv.Atoi(f)
+				return n
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leasectl %d has no watchdog among its children %q after %s", pid, children, hangGuard)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// reaped waits until pid's parent has reaped it. Reaping by another process
+// raises no event a test can wait on, so this looks every millisecond.
+func reaped(t *testing.T, pid int) {
+	t.Helper()
+	deathTime(t, pid)
+	for end := time.Now().Add(hangGuard); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+	}
+	t.Fatalf("process %d was not reaped", pid)
+}
+
+// leasectlAt is leasectl against the store at url.
+func leasectlAt(t *testing.T, url string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := leasectl(t, nil, args...)
+	cmd.Env = append(cmd.Env, "LEASECTL_STORE="+url)
+	return cmd
+}
+
+// behindProxy starts a Redis of the test's own, with a fault proxy in front
+// of it, and returns the proxy and the URLs through it and direct. The
+// Redis is fresh, so its script cache is empty: a script whose EVALSHA is
+// answered NOSCRIPT behind a dropped reply does not run.
+func behindProxy(t *testing.T) (p *faultproxy.Proxy, through, direct string) {
+	t.Helper()
+	srv, err := redistest.Start(redistest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err = faultproxy.Start(u.Host); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	through = "redis://" + p.Addr() + u.Path
+	return p, through, srv.URL
+}
+
+// jobStatus reads job's status as `leasectl status --json` prints it.
+func jobStatus(t *testing.T, url, job string) map[string]any {
+	t.Helper()
+	out, err := leasectlAt(t, url, "status", job, "--json").Output()
+	if err != nil {
+		t.Fatalf("status %s: %v", job, err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	return st
+}
+
+func TestPartitionedRunsAreNotCrashes(t *testing.T) {
+	// Three partitions in a row, each cutting a run off its store past its
+	// TTL: the run is killed at its deadline (125) and its release cannot
+	// get through, so its crash is counted by a reaper elsewhere. Its
+	// outcome waits in the host's outbox, and the host's next run delivers
+	// it: the crash is withdrawn, the job never quarantined.
+	p, through, direct := behindProxy(t)
+	args := append([]string{"run", "--job", "part", "--max-crashes", "3"}, append(timing(), "--", "sh", "-c", "echo started; exec sleep 1000")...)
+	for round := 1; round <= 3; round++ {
+		p.Set(faultproxy.Pass)
+		r := start(t, leasectlAt(t, through, args...))
+		r.expect("started")
+		p.Set(faultproxy.DropBoth)
+		if code := r.exitCode(); code != 125 {
+			t.Fatalf("round %d: exit %d, want 125: the partition took the lease", round, code)
+		}
+		// A reaper elsewhere counts the run's crash once its TTL is over.
+		time.Sleep(ttl)
+		scan := leasectlAt(t, direct, "scan")
+		if code := exitCode(t, scan); code != 0 {
+			t.Fatalf("round %d: scan exit %d", round, code)
+		}
+		if st := jobStatus(t, direct, "part"); st["crashes"] != 1.0 {
+			t.Fatalf("round %d: %v crashes during the partition, want 1: the crash was counted before the outcome came", round, st["crashes"])
+		}
+	}
+	p.Set(faultproxy.Pass)
+	// The host's next leasectl (here its reaper) delivers the last outcome.
+	if code := exitCode(t, leasectlAt(t, through, "scan")); code != 0 {
+		t.Fatalf("scan through the healed link: exit %d", code)
+	}
+	st := jobStatus(t, direct, "part")
+	last, _ := st["last_outcome"].(map[string]any)
+	if st["crashes"] != 0.0 || st["state"] != "IDLE" || last == nil || !strings.EqualFold(fmt.Sprint(last["result"]), "failed") {
+		t.Errorf("after the partitions healed: crashes %v, state %v, last outcome %v; want 0, IDLE, failed (lease lost)", st["crashes"], st["state"], last)
+	}
+}
+
+func TestGrantWhoseAnswerIsLostIsReleased(t *testing.T) {
+	// Replies are dropped while requests arrive: the store grants the
+	// acquire, its answer never comes, and the run gives up (69). The grant
+	// must not hold the job for a TTL under a name nobody runs, nor count
+	// as a crash, once the host can tell the store.
+	p, through, direct := behindProxy(t)
+	long := []string{"--ttl", "30s"}
+	// Load the acquire script, as a store in use has it.
+	if code := exitCode(t, leasectlAt(t, through, append(append([]string{"run", "--job", "warm"}, long...), "--", "true")...)); code != 0 {
+		t.Fatalf("warm-up run: exit %d", code)
+	}
+	p.Set(faultproxy.DropReplies)
+	if code := exitCode(t, leasectlAt(t, through, append(append([]string{"run", "--job", "ghost"}, long...), "--", "true")...)); code != 69 {
+		t.Fatalf("exit %d, want 69: no answer to the acquire", code)
+	}
+	p.Set(faultproxy.Pass)
+	// The host's next leasectl delivers what the run could not say.
+	if code := exitCode(t, leasectlAt(t, through, "scan")); code != 0 {
+		t.Fatalf("scan through the healed link: exit %d", code)
+	}
+	st := jobStatus(t, direct, "ghost")
+	if st["state"] != "IDLE" || st["holder"] != nil {
+		t.Errorf("state %v holder %v, want IDLE: the grant nobody ran is released", st["state"], st["holder"])
+	}
+	if code := exitCode(t, leasectlAt(t, direct, append(append([]string{"run", "--job", "ghost"}, long...), "--", "true")...)); code != 0 {
+		t.Errorf("the next run: exit %d, want 0, not held by the run that gave up", code)
+	}
+	if st := jobStatus(t, direct, "ghost"); st["crashes"] != 0.0 {
+		t.Errorf("%v crashes, want 0", st["crashes"])
+	}
+}
+
+func TestSlowLinkIsWarnedAboutAndShown(t *testing.T) {
+	// Replies take 150 ms: a renewal's round trip is about 60% of the
+	// margin --safety 1s - --heartbeat 750ms = 250ms.
+	p, through, direct := behindProxy(t)
+	// Load the scripts first, as a store in use has them: a NOSCRIPT
+	// answer would cost an extra round trip.
+	if code := exitCode(t, leasectlAt(t, through, "run", "--job", "warm", "--ttl", "900ms", "--", "sleep", "0.5")); code != 0 {
+		t.Fatalf("warm-up run: exit %d", code)
+	}
+	p.Delay(150 * time.Millisecond)
+	r := start(t, leasectlAt(t, through, "run", "--job", "slow", "--ttl", "3s", "--heartbeat", "750ms", "--safety", "1s",
+		"--", "sh", "-c", "echo started; exec sleep 1000"))
+	r.expect("started")
+	r.expectLog("renewal round trip")
+	// The round trip the supervisor measured goes with its next renewal.
+	var rtt float64
+	for end := time.Now().Add(hangGuard); rtt == 0 && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		out, err := leasectlAt(t, direct, "ls", "--json").Output()
+		if err != nil {
+			t.Fatalf("ls: %v", err)
+		}
+		var leases []map[string]any
+		if err := json.Unmarshal(out, &leases); err != nil || len(leases) != 1 {
+			t.Fatalf("ls --json: %v\n%s", err, out)
+		}
+		rtt, _ = leases[0]["last_rtt_ms"].(float64)
+	}
+	if rtt < 150 {
+		t.Errorf("ls shows a last round trip of %vms, want at least the 150ms the replies are held", rtt)
+	}
+	holder, _ := jobStatus(t, direct, "slow")["holder"].(map[string]any)
+	if got, _ := holder["last_rtt_ms"].(float64); got < 150 {
+		t.Errorf("status shows the holder %v with a last round trip of %vms, want at least 150ms", holder, got)
 	}
 }

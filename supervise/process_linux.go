@@ -3,10 +3,12 @@ package supervise
 import (
 	"errors"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,4 +86,64 @@ func childrenOf(ppid int) []int {
 		}
 	}
 	return pids
+}
+
+// notifyStops returns a channel that receives SIGCHLD, which the kernel
+// sends when a child stops. (No signal.Stop: the process ends with its run.)
+func notifyStops() <-chan os.Signal {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, syscall.SIGCHLD)
+	return c
+}
+
+// followStops sends on stopped the signal that stops child pid, each time
+// job control stops it, until exited is closed. It learns of stops from
+// SIGCHLD and asks waitid for stops only (WSTOPPED without WEXITED), which
+// reports each stop once and leaves the child's exit to cmd.Wait.
+func followStops(pid int, sigchld <-chan os.Signal, stopped chan<- syscall.Signal, exited <-chan struct{}) {
+	for {
+		for {
+			sig, ok := stopSignal(pid)
+			if !ok {
+				break
+			}
+			if jobControl(sig) {
+				select {
+				case stopped <- sig:
+				case <-exited:
+					return
+				}
+			}
+		}
+		select {
+		case <-sigchld:
+		case <-exited:
+			return
+		}
+	}
+}
+
+// sifieldsOffset is where the union of a siginfo_t begins: after three
+// ints, aligned to a pointer (the kernel's struct siginfo). For SIGCHLD it
+// holds si_pid, si_uid, si_status.
+const sifieldsOffset = (12 + unsafe.Sizeof(uintptr(0)) - 1) &^ (unsafe.Sizeof(uintptr(0)) - 1)
+
+// cldStopped is si_code CLD_STOPPED: the child was stopped by a signal.
+const cldStopped = 5
+
+// stopSignal reports the signal that stopped child pid since the last
+// report, if it stopped. x/sys/unix leaves siginfo_t's SIGCHLD fields
+// opaque, so they are read at the kernel's offsets.
+func stopSignal(pid int) (syscall.Signal, bool) {
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WNOHANG, nil); err != nil {
+		return 0, false
+	}
+	base := unsafe.Pointer(&info)
+	chldPid := *(*int32)(unsafe.Add(base, sifieldsOffset))
+	status := *(*int32)(unsafe.Add(base, sifieldsOffset+8))
+	if int(chldPid) != pid || info.Code != cldStopped {
+		return 0, false
+	}
+	return syscall.Signal(status), true
 }

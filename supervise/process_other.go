@@ -2,7 +2,10 @@
 
 package supervise
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 // childAttr has no parent-death signal outside Linux; the watchdog alone
 // kills the group when the supervisor vanishes.
@@ -16,3 +19,10 @@ func BecomeSubreaper() error { return nil }
 
 // KillOrphans does nothing outside Linux.
 func KillOrphans() {}
+
+// notifyStops returns nil outside Linux: the child's stops are not
+// followed there (its siginfo layout is not read).
+func notifyStops() <-chan os.Signal { return nil }
+
+// followStops does nothing outside Linux.
+func followStops(int, <-chan os.Signal, chan<- syscall.Signal, <-chan struct{}) {}

@@ -1,8 +1,10 @@
 package supervise
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/leasectl/leasectl/leasestore"
 )
@@ -50,8 +54,8 @@ func TestRenewOKMovesTheDeadline(t *testing.T) {
 	if got := c.received(); len(got) != 1 || got[0].sig != syscall.SIGKILL {
 		t.Errorf("after the child exited, its group got %v, want one SIGKILL for what is left", got)
 	}
-	if c.pgid != h.wd.Group() || !h.wd.closed {
-		t.Errorf("child started in group %d, watchdog closed %v; want the watchdog's group %d, closed", c.pgid, h.wd.closed, h.wd.Group())
+	if c.pgid != h.wd.Group() {
+		t.Errorf("child started in group %d, want the watchdog's group %d", c.pgid, h.wd.Group())
 	}
 }
 
@@ -266,21 +270,17 @@ func TestNotStartedReleasesWithNothingCounted(t *testing.T) {
 	if out.Result != leasestore.ResultNotStarted || out.ExitCode != 127 {
 		t.Errorf("outcome %+v, want not-started with 127", out)
 	}
-	if !h.wd.closed {
-		t.Error("watchdog left running after a failed start")
-	}
 }
 
 func TestMinIntervalSkipsWithoutStarting(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MinInterval = time.Hour })
 	h.store.refuse(&leasestore.TooSoonError{Job: "nightly", MinInterval: time.Hour, Age: 10 * time.Minute})
 	h.start()
-	r := <-h.result
+	r := h.refused()
 	var tooSoon *leasestore.TooSoonError
 	if !errors.As(r.err, &tooSoon) {
 		t.Fatalf("Run error = %v, want *TooSoonError", r.err)
 	}
-	h.noChildStarted("the child started although the job ran successfully 10 minutes ago")
 }
 
 func TestWaitWakesOnReleaseNotification(t *testing.T) {
@@ -314,7 +314,7 @@ func TestWaitTimeout(t *testing.T) {
 	h.start()
 	<-h.held
 	h.clock.Advance(time.Second)
-	r := <-h.result
+	r := h.refused()
 	var wt *WaitTimeoutError
 	var held *leasestore.HeldError
 	if !errors.As(r.err, &wt) || !errors.As(r.err, &held) || held.Holder != "other" {
@@ -328,13 +328,11 @@ func TestSignalEndsTheWaitCleanly(t *testing.T) {
 	h.start()
 	<-h.held
 	h.signals <- syscall.SIGTERM
-	r := <-h.result
+	r := h.refused()
 	if r.err != nil || r.ending.Reason != Interrupted || r.ending.Signal != syscall.SIGTERM {
 		t.Fatalf("Run = %+v, want Interrupted by SIGTERM", r)
 	}
 	select {
-	case <-h.started:
-		t.Fatal("a child started after the wait was interrupted")
 	case out := <-h.store.released:
 		t.Fatalf("released %+v although nothing was held", out)
 	default:
@@ -349,14 +347,13 @@ func TestGrantAfterTheSafetyWindowIsNotUsed(t *testing.T) {
 	})
 	h.start()
 	out := <-h.store.released
-	r := <-h.result
+	r := h.refused()
 	if !errors.Is(r.err, leasestore.ErrUnavailable) {
 		t.Errorf("Run error = %v, want ErrUnavailable", r.err)
 	}
 	if out.Result != leasestore.ResultNotStarted {
 		t.Errorf("released %v, want not-started", out.Result)
 	}
-	h.noChildStarted("the child started on a grant that arrived after its deadline")
 }
 
 func TestWatchdogKillAtTheDeadlineIsALostLeaseNotACrash(t *testing.T) {
@@ -488,30 +485,122 @@ func TestWaitSurvivesAStoreFailingWhileWaiting(t *testing.T) {
 	h.end(Exit{Code: 0})
 }
 
-func TestStoreFailingBeforeAnyWaitIsAnError(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Wait = true })
+func TestStoreFailingWithoutWaitIsAnError(t *testing.T) {
+	h := newHarness(t, nil)
 	h.store.refuse(&leasestore.UnavailableError{Op: "acquire", Err: errors.New("connection refused")})
 	h.start()
-	if r := <-h.result; !errors.Is(r.err, leasestore.ErrUnavailable) {
-		t.Fatalf("Run error = %v, want ErrUnavailable: a store unreachable from the start is a configuration problem", r.err)
+	if r := h.refused(); !errors.Is(r.err, leasestore.ErrUnavailable) {
+		t.Fatalf("Run error = %v, want ErrUnavailable (exit 69)", r.err)
 	}
 }
 
-func TestAGrantThatCameTooLateIsReleased(t *testing.T) {
+func TestWaitRetriesAStoreFailingFromTheFirstAttempt(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.store.refuse(&leasestore.UnavailableError{Op: "acquire", Err: errors.New("connection refused")})
+	h.store.grant(11)
+	h.start()
+	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.Advance(retryDelay(testHeartbeat))
+	h.waitStarted()
+	h.end(Exit{Code: 0})
+}
+
+func TestWaitRetriesAFirstAcquireWithoutAnswer(t *testing.T) {
+	// A dropped SYN is retransmitted after a second: neither ask of the
+	// first attempt is answered within --safety.
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.start()
+	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	if n := h.store.acquireCalls(); n != acquireAsks {
+		t.Fatalf("%d asks before the first retry, want %d", n, acquireAsks)
+	}
+	h.store.grant(11)
+	h.clock.Advance(retryDelay(testHeartbeat))
+	h.waitStarted()
+	h.end(Exit{Code: 0})
+}
+
+func TestWaitTimeoutWhileTheStoreFails(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.WaitTimeout = time.Second })
+	for range 10 {
+		h.store.refuse(&leasestore.UnavailableError{Op: "acquire", Err: errors.New("connection refused")})
+	}
+	h.start()
+	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.Advance(time.Second)
+	r := h.refused()
+	var wt *WaitTimeoutError
+	var held *leasestore.HeldError
+	if !errors.As(r.err, &wt) || !errors.Is(r.err, leasestore.ErrUnavailable) || errors.As(r.err, &held) {
+		t.Fatalf("Run error = %v, want *WaitTimeoutError wrapping the store's failure (exit 69, not 75)", r.err)
+	}
+}
+
+func TestAnAcquireWithoutAnswerIsAskedAgain(t *testing.T) {
 	h := newHarness(t, nil)
 	h.store.queue(func(req leasestore.AcquireRequest) (*leasestore.Lease, error) {
-		// The store granted it, but the answer never reached leasectl.
-		h.store.holder = &leasestore.Holder{Job: req.Job, Worker: req.Holder, Token: 13}
-		return nil, context.DeadlineExceeded
+		// The store granted it, but the answer never reached leasectl,
+		// which gave up after the whole safety window.
+		h.store.grantNow(req, 13)
+		h.clock.Advance(testSafety)
+		return nil, errNoAnswer
 	})
+	t0 := h.clock.Now()
 	h.start()
-	out := <-h.store.released
-	r := <-h.result
-	if !errors.Is(r.err, leasestore.ErrUnavailable) {
-		t.Errorf("Run error = %v, want ErrUnavailable", r.err)
+	c := h.waitStarted()
+	t1 := h.clock.Now() // the second ask's send time
+	if t1.Sub(t0) != testSafety {
+		t.Fatalf("child started %s after the first ask, want right after the second, --safety later", t1.Sub(t0))
 	}
-	if out.Result != leasestore.ResultNotStarted {
-		t.Errorf("released %v, want not-started: a lease nobody releases would count as a crash", out.Result)
+	if h.store.acquireCalls() != 2 {
+		t.Errorf("store asked %d times, want twice", h.store.acquireCalls())
+	}
+	if !slices.Contains(c.env, "LEASECTL_FENCING_TOKEN=13") {
+		t.Errorf("child environment %v, want the token of the grant whose answer was lost", c.env)
+	}
+	// The deadline counts from the second ask's send time: counted from the
+	// first, it would have passed before the child started.
+	if left := <-h.wd.updates; left != testSafety {
+		t.Errorf("watchdog's first deadline is %s away, want --safety %s from the second ask", left, testSafety)
+	}
+	h.clock.Advance(testHeartbeat)
+	if r := h.renewOK(); !r.at.Equal(t1.Add(testHeartbeat)) {
+		t.Errorf("first renewal sent %s after the second ask, want a heartbeat", r.at.Sub(t1))
+	}
+	ending, out := h.end(Exit{Code: 0})
+	if ending.Reason != ChildExited || ending.Lease.Token != 13 || out.Result != leasestore.ResultCompleted {
+		t.Errorf("ending %+v outcome %+v, want ChildExited on token 13, completed", ending, out)
+	}
+}
+
+func TestAnAcquireUnansweredTwiceIsUnavailable(t *testing.T) {
+	h := newHarness(t, nil) // nothing queued: the store answers nothing
+	h.start()
+	err := h.refused().err
+	var ue *leasestore.UnavailableError
+	if !errors.As(err, &ue) || ue.Op != "acquire" {
+		t.Fatalf("Run error = %v, want *UnavailableError during acquire", err)
+	}
+	if h.store.acquireCalls() != 2 {
+		t.Errorf("store asked %d times, want twice: once more after no answer, then give up", h.store.acquireCalls())
+	}
+}
+
+func TestARefusalOnTheSecondAskIsTheResult(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.queue(func(leasestore.AcquireRequest) (*leasestore.Lease, error) {
+		h.clock.Advance(testSafety)
+		return nil, errNoAnswer
+	})
+	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Second})
+	h.start()
+	err := h.refused().err
+	var held *leasestore.HeldError
+	if !errors.As(err, &held) || held.Holder != "other" {
+		t.Fatalf("Run error = %v, want the second ask's *HeldError", err)
+	}
+	if h.store.acquireCalls() != 2 {
+		t.Errorf("store asked %d times, want twice", h.store.acquireCalls())
 	}
 }
 
@@ -535,4 +624,354 @@ func TestOwnSIGKILLTakingTheWatchdogIsNoLostLease(t *testing.T) {
 		t.Errorf("ending %v exit %d outcome %v, want ChildExited 137 failed: the watchdog died of leasectl's own SIGKILL",
 			ending.Reason, ending.Exit.ExitCode(), out.Result)
 	}
+}
+
+// ttlLimitedStore is the fake store declaring the TTL range it honours, as
+// the etcd store does.
+type ttlLimitedStore struct{ *fakeStore }
+
+func (ttlLimitedStore) TTLRange() (time.Duration, time.Duration) { return 5 * time.Second, time.Hour }
+
+func TestRunRefusesATTLTheStoreCannotHonour(t *testing.T) {
+	h := newHarness(t, nil) // --ttl 3s
+	h.store.grant(10)
+	s := &Supervisor{Store: ttlLimitedStore{h.store}, Clock: h.clock, Log: zerolog.Nop()}
+	_, err := s.Run(context.Background(), h.cfg)
+	if !IsConfigError(err) || !strings.Contains(err.Error(), "--ttl 3s is below the store's minimum lease TTL 5s") {
+		t.Fatalf("Run with --ttl 3s on a store whose minimum is 5s = %v, want a usage error naming the limit", err)
+	}
+	if n := h.store.acquireCalls(); n != 0 {
+		t.Errorf("store asked %d times for a TTL it cannot honour, want never", n)
+	}
+}
+
+func TestRunRefusesABadConfigBeforeAnyIO(t *testing.T) {
+	h := newHarness(t, nil)
+	h.cfg.Heartbeat = 2 * time.Second // more than --ttl/3
+	h.store.grant(10)
+	h.start()
+	err := h.refused().err
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !IsConfigError(err) {
+		t.Fatalf("Run error = %v, want the *ConfigError naming the rule", err)
+	}
+	if n := h.store.acquireCalls(); n != 0 {
+		t.Errorf("store asked %d times for a config that breaks a rule, want never", n)
+	}
+}
+
+func TestRunAppliesTheDefaults(t *testing.T) {
+	const ttl = 6 * time.Second
+	h := newHarness(t, func(c *Config) { c.TTL = ttl })
+	h.cfg.Heartbeat, h.cfg.Safety, h.cfg.Grace = 0, 0, 0
+	h.store.grant(10)
+	h.start()
+	t0 := h.clock.Now()
+	select {
+	case <-h.started:
+	case r := <-h.result:
+		t.Fatalf("Run = %+v, want the child started with the defaults", r)
+	case <-time.After(hangGuard):
+		t.Fatal("child never started")
+	}
+	if left := <-h.wd.updates; left != ttl/2 {
+		t.Errorf("watchdog's first deadline is %s away, want the default --safety --ttl/2", left)
+	}
+	h.clock.awaitTimer(t, t0.Add(ttl/3)) // the default heartbeat
+	h.clock.Advance(ttl / 3)
+	r := h.nextRenew()
+	if !r.at.Equal(t0.Add(ttl / 3)) {
+		t.Errorf("first renewal sent %s after the grant, want the default --ttl/3", r.at.Sub(t0))
+	}
+	r.reply <- nil
+	h.end(Exit{Code: 0})
+}
+
+func TestWatchdogsOwnKillBeforeTheDeadlineIsALostLease(t *testing.T) {
+	// Starved of CPU, the watchdog missed the deadline the supervisor had
+	// already moved, and killed the group on the one before: safe (early),
+	// but its doing, not a crash.
+	for _, diedFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("watchdog death seen first %v", diedFirst), func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.store.grant(10)
+			h.start()
+			c := h.waitStarted()
+			h.clock.Advance(testHeartbeat)
+			h.renewOK()
+			close(h.wd.fired)
+			if diedFirst {
+				close(h.wd.died)
+				if got := c.next(t); got.sig != syscall.SIGKILL {
+					t.Fatalf("group received %v, want SIGKILL once the watchdog is gone", got)
+				}
+			}
+			ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL})
+			if ending.Reason != LeaseLost || out.Result != leasestore.ResultFailed {
+				t.Fatalf("ending %v outcome %v, want LeaseLost (exit 125) and failed, not a crash", ending.Reason, out.Result)
+			}
+			if !strings.Contains(out.Reason, "watchdog killed the process group") {
+				t.Errorf("reason %q, want it to say the watchdog killed the group", out.Reason)
+			}
+		})
+	}
+}
+
+func TestSIGKILLNobodySentIsACrashNamedSo(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	h.waitStarted()
+	_, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL}) // the OOM killer; the watchdog did not fire
+	if out.Result != leasestore.ResultCrashed || out.Reason != "killed by SIGKILL, which leasectl did not send" {
+		t.Errorf("outcome %v %q, want crashed, killed by SIGKILL", out.Result, out.Reason)
+	}
+}
+
+func TestGroupGoneBeforeTheChildStartedIsALostLease(t *testing.T) {
+	// Frozen between the deadline check and the fork: the watchdog killed
+	// its group, still empty, at the deadline, so the child cannot join it.
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.startHook = func() error {
+		h.clock.mu.Lock()
+		h.clock.now = h.clock.now.Add(testSafety)
+		h.clock.mu.Unlock()
+		return &StartError{Code: 126, Err: &os.PathError{Op: "fork/exec", Path: "./job.sh", Err: syscall.EPERM}}
+	}
+	h.start()
+	out := <-h.store.released
+	r := <-h.result
+	if r.err != nil || r.ending.Reason != LeaseLost {
+		t.Fatalf("Run = %+v, %v; want a LeaseLost ending (exit 125), not a command that could not start (126)", r.ending, r.err)
+	}
+	if out.Result != leasestore.ResultNotStarted || !strings.Contains(out.Reason, "lease lost") {
+		t.Errorf("released %v %q, want not-started, lease lost", out.Result, out.Reason)
+	}
+}
+
+func TestRenewalFailuresAreNamedWhenTheLeaseIsLost(t *testing.T) {
+	var logs bytes.Buffer
+	h := newHarness(t, nil)
+	h.log = &logs
+	h.store.grant(10)
+	h.start()
+	c := h.waitStarted()
+	h.clock.Advance(testHeartbeat)
+	full := &leasestore.UnavailableError{Op: "renew", Err: errors.New("disk full writing embedded store file /state/x: free some space (no space left on device)")}
+	h.nextRenew().reply <- full
+	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.Advance(retryDelay(testHeartbeat))
+	h.nextRenew().reply <- &leasestore.UnavailableError{Op: "renew", Err: context.DeadlineExceeded}
+	h.clock.Advance(testSafety)
+	if got := c.next(t); got.sig != syscall.SIGKILL {
+		t.Fatalf("group received %v, want SIGKILL at the deadline", got)
+	}
+	// The release fails until its time is up, its last call cut short.
+	failing := []error{full}
+	for range 100 {
+		failing = append(failing, &leasestore.UnavailableError{Op: "release", Err: context.Canceled})
+	}
+	h.store.failReleases(failing...)
+	h.child.done <- Exit{Code: -1, Signal: syscall.SIGKILL}
+	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.Advance(releaseTimeout)
+	r := <-h.result
+	if r.ending.Reason != LeaseLost {
+		t.Fatalf("ending %v, want LeaseLost", r.ending.Reason)
+	}
+	var lost, last string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(line, "lease lost") && lost == "" {
+			lost = line
+		}
+		last = line
+	}
+	if !strings.Contains(lost, "disk full") {
+		t.Errorf("the lease-lost line %s does not name the renewals' failure", lost)
+	}
+	if !strings.Contains(last, "disk full") || strings.Contains(last, "deadline exceeded") {
+		t.Errorf("the last line %s names the deadline, not the disk", last)
+	}
+}
+
+func TestReleaseThatNeverGetsThroughIsKeptInTheOutbox(t *testing.T) {
+	// A partition: the child ends, and every release fails until the
+	// supervisor gives up on it.
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	h.waitStarted()
+	failing := make([]error, 100)
+	for i := range failing {
+		failing[i] = &leasestore.UnavailableError{Op: "release", Err: errors.New("i/o timeout")}
+	}
+	h.store.failReleases(failing...)
+	h.child.done <- Exit{Code: 0}
+	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.Advance(releaseTimeout)
+	r := <-h.result
+	if r.err != nil || r.ending.Exit.Code != 0 {
+		t.Fatalf("Run = %+v, %v; want the child's own exit 0", r.ending, r.err)
+	}
+	kept := h.outbox.contents()
+	if len(kept) != 1 || kept[0].Job != "nightly" || kept[0].Holder != "w1" || kept[0].Token != 10 || kept[0].Result != leasestore.ResultCompleted {
+		t.Errorf("outbox %+v, want the completed outcome of token 10", kept)
+	}
+}
+
+func TestLeaseGoneAtReleaseRecordsTheOutcomeLate(t *testing.T) {
+	// Cut off past its TTL, the run's crash was counted elsewhere; the
+	// partition heals as it releases.
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	h.waitStarted()
+	h.store.failReleases(fmt.Errorf("release: %w", leasestore.ErrLeaseLost))
+	h.child.done <- Exit{Code: 3}
+	r := <-h.result
+	if r.err != nil || r.ending.Exit.Code != 3 {
+		t.Fatalf("Run = %+v, %v; want the child's own exit 3", r.ending, r.err)
+	}
+	lates := h.store.recordedLate()
+	if len(lates) != 1 || lates[0].Token != 10 || lates[0].Holder != "w1" || lates[0].Result != leasestore.ResultFailed || lates[0].ExitCode != 3 {
+		t.Errorf("RecordLate got %+v, want the failed outcome (exit 3) of token 10", lates)
+	}
+	if kept := h.outbox.contents(); len(kept) != 0 {
+		t.Errorf("outbox %+v, want nothing: the store took the outcome", kept)
+	}
+}
+
+func TestUnansweredAcquireGivenUpIsAbandoned(t *testing.T) {
+	for _, storeDown := range []bool{false, true} {
+		t.Run(fmt.Sprintf("store down %v", storeDown), func(t *testing.T) {
+			h := newHarness(t, nil)
+			if storeDown {
+				h.store.failLate = errNoAnswer
+			}
+			h.start() // nothing queued: both asks go unanswered
+			r := h.refused()
+			if !errors.Is(r.err, leasestore.ErrUnavailable) {
+				t.Fatalf("Run error %v, want ErrUnavailable (exit 69)", r.err)
+			}
+			lates := h.store.recordedLate()
+			if len(lates) != 1 || lates[0].Holder != "w1" || lates[0].Token != 0 || lates[0].Result != leasestore.ResultNotStarted {
+				t.Fatalf("RecordLate got %+v, want w1 giving up, with no token, not started", lates)
+			}
+			kept := h.outbox.contents()
+			if storeDown != (len(kept) == 1) || storeDown && kept[0] != lates[0] {
+				t.Errorf("outbox %+v, want the abandon kept only when the store did not take it", kept)
+			}
+		})
+	}
+}
+
+func TestRefusalIsNotAbandoned(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Hour})
+	h.start()
+	h.refused()
+	if lates := h.store.recordedLate(); len(lates) != 0 {
+		t.Errorf("RecordLate got %+v after an answered refusal, want nothing", lates)
+	}
+}
+
+func TestJobControlStopSuspendsTheSupervisorUntilSIGCONT(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	c := h.waitStarted()
+	c.stopped <- syscall.SIGTSTP // Ctrl-Z
+	select {
+	case sig := <-h.suspends:
+		if sig != syscall.SIGTSTP {
+			t.Errorf("the supervisor stopped itself with %s, want the child's SIGTSTP", sig)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("the supervisor did not stop with its child")
+	}
+	h.signals <- syscall.SIGCONT // fg
+	select {
+	case <-c.continues:
+	case <-time.After(hangGuard):
+		t.Fatal("SIGCONT did not resume the child")
+	}
+	h.barrier()
+	if got := c.received(); len(got) != 0 {
+		t.Errorf("the group received %v; SIGCONT is not forwarded but resumes through Continue", got)
+	}
+	if ending, out := h.end(Exit{Code: 0}); ending.Reason != ChildExited || out.Result != leasestore.ResultCompleted {
+		t.Errorf("ending %+v, outcome %+v; want a completed run", ending, out)
+	}
+}
+
+func TestARunResumedAfterItsDeadlineIsNotContinued(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	c := h.waitStarted()
+	c.stopped <- syscall.SIGTSTP
+	<-h.suspends
+	h.clock.Advance(testSafety) // stopped past the safety window
+	h.signals <- syscall.SIGCONT
+	if got := c.next(t); got.sig != syscall.SIGKILL {
+		t.Fatalf("group received %v, want SIGKILL", got)
+	}
+	h.barrier()
+	select {
+	case <-c.continues:
+		t.Fatal("a child whose lease may be someone else's was continued")
+	default:
+	}
+	if ending, _ := h.end(Exit{Code: -1, Signal: syscall.SIGKILL}); ending.Reason != LeaseLost {
+		t.Errorf("ending %+v, want LeaseLost", ending)
+	}
+}
+
+func TestSlowRenewalsAreWarnedAboutAndReported(t *testing.T) {
+	// The renewal margin is --safety - --heartbeat = 500ms.
+	var logs bytes.Buffer
+	h := newHarness(t, nil)
+	h.log = &logs
+	h.store.grant(10)
+	h.start()
+	h.waitStarted()
+	renewIn := func(rtt time.Duration) renewCall {
+		t.Helper()
+		c := h.nextRenew()
+		h.clock.Advance(rtt)
+		c.reply <- nil
+		select {
+		case <-h.wd.updates:
+		case <-time.After(hangGuard):
+			t.Fatal("a confirmed renewal did not move the deadline")
+		}
+		h.clock.awaitTimer(t, c.at.Add(testHeartbeat))
+		h.clock.Advance(c.at.Add(testHeartbeat).Sub(h.clock.Now()))
+		return c
+	}
+	h.clock.Advance(testHeartbeat)
+	renewIn(100 * time.Millisecond)
+	if strings.Contains(logs.String(), "renewal round trip ") {
+		t.Fatalf("warned about a round trip of a fifth of the margin:\n%s", logs.String())
+	}
+	if c := renewIn(300 * time.Millisecond); c.rtt != 100*time.Millisecond {
+		t.Errorf("the renewal after a 100ms round trip reported %s", c.rtt)
+	}
+	warned := strings.Count(logs.String(), "renewal round trip ")
+	if warned != 1 || !strings.Contains(logs.String(), "renewal round trip 300ms is 60% of the renewal margin (--safety 1.5s - --heartbeat 1s = 500ms)") {
+		t.Fatalf("%d warnings, want one naming the figures and the flags:\n%s", warned, logs.String())
+	}
+	if c := renewIn(310 * time.Millisecond); c.rtt != 300*time.Millisecond {
+		t.Errorf("the renewal after a 300ms round trip reported %s", c.rtt)
+	}
+	if n := strings.Count(logs.String(), "renewal round trip "); n != 1 {
+		t.Errorf("%d warnings after a second round trip at the same level, want still one", n)
+	}
+	renewIn(420 * time.Millisecond)
+	if n := strings.Count(logs.String(), "renewal round trip "); n != 2 || !strings.Contains(logs.String(), "84% of the renewal margin") {
+		t.Errorf("%d warnings, want a second one past four fifths of the margin:\n%s", n, logs.String())
+	}
+	h.nextRenew().reply <- nil
+	h.end(Exit{Code: 0})
 }

@@ -4,6 +4,7 @@ package supervise
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 )
 
@@ -26,11 +28,17 @@ import (
 //	D <mono-ns>   the deadline, in CLOCK_MONOTONIC nanoseconds, a clock both
 //	              processes share, so the watchdog's deadline is exactly the
 //	              supervisor's
+//	T <token>     the run's fencing token, for the watchdog's last word
 //
 // Once it ignores the signals forwarded to the group, the watchdog writes
 // "R" on its stdout. When the deadline passes without a new one, or stdin
 // ends because the supervisor died, it SIGKILLs its whole group, itself
-// included. When the run ends cleanly, the supervisor kills it.
+// included; at the deadline it first writes "K", so that the supervisor can
+// tell its own watchdog's kill from anyone else's. A deadline already
+// written when the old one passes is read before the watchdog acts: a
+// starved watchdog (a saturated machine, SIGSTOP) does not kill on a
+// deadline the supervisor had already moved. When the run ends cleanly,
+// the supervisor kills it.
 
 // WatchdogArg is the hidden subcommand that runs the watchdog.
 const WatchdogArg = "__watchdog"
@@ -44,23 +52,41 @@ func monoNow() int64 {
 	return ts.Nano()
 }
 
-// ProcessWatchdog is the supervisor's end of a watchdog process.
-type ProcessWatchdog struct {
+// processWatchdog is the supervisor's end of a watchdog process.
+type processWatchdog struct {
 	cmd   *exec.Cmd
 	w     *os.File
 	ready chan struct{} // closed when the watchdog said it is ready
-	done  chan struct{} // closed once the process was reaped
+	fired chan struct{} // closed when it said it is killing the group at the deadline
+	done  chan struct{} // closed once the process was reaped and its output read
 }
 
 // watchdogWriteTimeout bounds a write to the watchdog, so a stopped watchdog
 // whose pipe filled up cannot block the supervisor's loop.
 const watchdogWriteTimeout = 10 * time.Millisecond
 
-// StartWatchdog starts `self __watchdog` as the leader of a new process
-// group (the terminal's Ctrl-C does not reach it before the child joins),
-// its stderr shared with ours.
-func StartWatchdog(self string, stderr io.Writer) (*ProcessWatchdog, error) {
+// StartWatchdog begins starting the watchdog process, `self __watchdog`,
+// in the background and returns at once, with env added to its
+// environment (what it needs to log as the run does). Call it as early as
+// possible, so that its start-up overlaps opening the store and acquiring
+// the lease, and hand it to the Supervisor, whose Run stops it. A caller
+// that may return before Run must Close it on the way out.
+func StartWatchdog(self string, stderr io.Writer, env []string) *PendingWatchdog {
+	return StartWatchdogWith(func() (Watchdog, error) {
+		p, err := startProcessWatchdog(self, stderr, env)
+		if err != nil {
+			return nil, err // not a Watchdog holding a nil *processWatchdog
+		}
+		return p, nil
+	})
+}
+
+// startProcessWatchdog starts `self __watchdog` as the leader of a new
+// process group (the terminal's Ctrl-C does not reach it before the child
+// joins), its stderr shared with ours.
+func startProcessWatchdog(self string, stderr io.Writer, env []string) (*processWatchdog, error) {
 	cmd := exec.Command(self, WatchdogArg)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r, w, err := os.Pipe()
@@ -82,40 +108,77 @@ func StartWatchdog(self string, stderr io.Writer) (*ProcessWatchdog, error) {
 		readyR.Close()
 		return nil, err
 	}
-	p := &ProcessWatchdog{cmd: cmd, w: w, ready: make(chan struct{}), done: make(chan struct{})}
+	p := &processWatchdog{cmd: cmd, w: w, ready: make(chan struct{}), fired: make(chan struct{}), done: make(chan struct{})}
+	read := make(chan struct{})
 	go func() {
+		defer close(read)
 		defer readyR.Close()
-		var b [2]byte
-		if n, _ := io.ReadFull(readyR, b[:]); n == 2 && string(b[:]) == readyLine {
-			close(p.ready)
+		sc := bufio.NewScanner(readyR)
+		for sc.Scan() {
+			switch sc.Text() + "\n" {
+			case readyLine:
+				closeOnce(p.ready)
+			case firedLine:
+				closeOnce(p.fired)
+			}
 		}
 	}()
 	go func() {
 		_ = cmd.Wait()
+		// Its output ends with it: what it said is known before Done.
+		<-read
 		close(p.done)
 	}()
 	return p, nil
 }
 
-// readyLine is what the watchdog writes once it ignores forwarded signals.
-const readyLine = "R\n"
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+// What the watchdog writes on its stdout: readyLine once it ignores
+// forwarded signals, firedLine just before it kills the group at the
+// deadline.
+const (
+	readyLine = "R\n"
+	firedLine = "K\n"
+)
 
 // Ready is closed once the watchdog ignores the signals forwarded to its
 // group.
-func (p *ProcessWatchdog) Ready() <-chan struct{} { return p.ready }
+func (p *processWatchdog) Ready() <-chan struct{} { return p.ready }
 
-// Done is closed once the watchdog process has exited.
-func (p *ProcessWatchdog) Done() <-chan struct{} { return p.done }
+// Fired is closed once the watchdog said it is killing the group because
+// its deadline passed.
+func (p *processWatchdog) Fired() <-chan struct{} { return p.fired }
+
+// Done is closed once the watchdog process has exited, after Fired if it
+// fired.
+func (p *processWatchdog) Done() <-chan struct{} { return p.done }
 
 // Group is the watchdog's process group, which the child must join.
-func (p *ProcessWatchdog) Group() int { return p.cmd.Process.Pid }
+func (p *processWatchdog) Group() int { return p.cmd.Process.Pid }
 
 // SetDeadline moves the watchdog's deadline to left from now.
-func (p *ProcessWatchdog) SetDeadline(left time.Duration) error {
+func (p *processWatchdog) SetDeadline(left time.Duration) error {
 	return p.send(fmt.Sprintf("D %d\n", monoNow()+int64(left)))
 }
 
-func (p *ProcessWatchdog) send(line string) error {
+// Continue resumes the watchdog process, in case a stop reached it.
+func (p *processWatchdog) Continue() error {
+	return p.cmd.Process.Signal(syscall.SIGCONT)
+}
+
+// SetToken tells the watchdog the run's fencing token.
+func (p *processWatchdog) SetToken(token int64) error {
+	return p.send(fmt.Sprintf("T %d\n", token))
+}
+
+func (p *processWatchdog) send(line string) error {
 	if err := p.w.SetWriteDeadline(time.Now().Add(watchdogWriteTimeout)); err != nil {
 		return err
 	}
@@ -127,7 +190,7 @@ func (p *ProcessWatchdog) send(line string) error {
 // so there is nothing left for it to guard. It is killed rather than asked
 // to exit, because a watchdog still starting up would otherwise delay
 // leasectl's exit by its whole start-up; it is reaped before Close returns.
-func (p *ProcessWatchdog) Close() error {
+func (p *processWatchdog) Close() error {
 	err := p.cmd.Process.Kill()
 	<-p.done
 	p.w.Close()
@@ -138,53 +201,84 @@ func (p *ProcessWatchdog) Close() error {
 }
 
 // RunWatchdog is the watchdog process's main loop, reading the protocol from
-// in and saying it is ready on out. It returns only if it failed to kill its
-// group.
-func RunWatchdog(in io.Reader, out, stderr io.Writer) error {
+// in (its stdin, a pipe) and saying it is ready on out; log gets its last
+// word, in the run's format, with the run's token once known. It returns
+// only if it failed to kill its group.
+//
+// It waits for lines and for the deadline in one poll(2) of in, with no
+// goroutine in between, so that when the deadline passes it knows whether a
+// newer one is waiting to be read: poll answers that the pipe is readable
+// at once, however late this process got the CPU. The deadline is kept to
+// the millisecond poll(2) counts in, rounded up.
+func RunWatchdog(in io.Reader, out io.Writer, log zerolog.Logger) error {
 	// The operator's signals, forwarded to the group, are for the child; the
 	// watchdog must outlive a supervisor that dies of them, and must not be
 	// stopped with a child that is (Ctrl-Z).
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2,
 		syscall.SIGPIPE, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
-	if _, err := io.WriteString(out, readyLine); err != nil {
-		return killOwnGroup(stderr, "the supervisor vanished before the watchdog was ready")
+	f, ok := in.(*os.File)
+	if !ok {
+		return fmt.Errorf("the watchdog reads its deadlines from a pipe, not a %T", in)
 	}
-	lines := make(chan string)
-	go func() {
-		sc := bufio.NewScanner(in)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var deadline int64
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
+	if _, err := io.WriteString(out, readyLine); err != nil {
+		return killOwnGroup(log, "the supervisor vanished before the watchdog was ready")
+	}
+	fd := int(f.Fd())
+	deadline := int64(-1) // none yet: wait for the first
+	var pending []byte
+	buf := make([]byte, 4096)
 	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				return killOwnGroup(stderr, "the supervisor vanished")
-			}
-			if op, arg, _ := strings.Cut(line, " "); op == "D" {
-				deadline, _ = strconv.ParseInt(arg, 10, 64)
-				timer.Reset(time.Duration(deadline - monoNow()))
-			}
-		case <-timer.C:
-			if now := monoNow(); now < deadline {
-				timer.Reset(time.Duration(deadline - now))
+		timeout := -1
+		if deadline >= 0 {
+			timeout = int(max(0, (deadline-monoNow()+int64(time.Millisecond)-1)/int64(time.Millisecond)))
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, timeout)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return killOwnGroup(log, fmt.Sprintf("waiting for the supervisor failed: %v", err))
+		}
+		if n == 0 {
+			if monoNow() < deadline {
 				continue
 			}
-			return killOwnGroup(stderr, "the safety deadline passed without a renewal")
+			// Nothing newer is waiting: the deadline stands.
+			_, _ = io.WriteString(out, firedLine)
+			return killOwnGroup(log, "the safety deadline passed without a renewal")
+		}
+		m, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN) {
+			continue
+		}
+		if m <= 0 {
+			return killOwnGroup(log, "the supervisor vanished")
+		}
+		pending = append(pending, buf[:m]...)
+		for {
+			line, rest, ok := bytes.Cut(pending, []byte{'\n'})
+			if !ok {
+				break
+			}
+			pending = rest
+			switch op, arg, _ := strings.Cut(string(line), " "); op {
+			case "D":
+				deadline, _ = strconv.ParseInt(arg, 10, 64)
+			case "T":
+				if token, err := strconv.ParseInt(arg, 10, 64); err == nil {
+					log = log.With().Int64("token", token).Logger()
+				}
+			}
 		}
 	}
 }
 
 // killOwnGroup SIGKILLs the watchdog's process group: the child and its
 // descendants, and the watchdog itself.
-func killOwnGroup(stderr io.Writer, why string) error {
-	fmt.Fprintf(stderr, "leasectl watchdog: killing process group %d: %s\n", unix.Getpgrp(), why)
+func killOwnGroup(log zerolog.Logger, why string) error {
+	log.Error().Int("pgid", unix.Getpgrp()).Msgf("watchdog: killing the child's process group: %s", why)
 	return unix.Kill(0, syscall.SIGKILL)
 }
 
-var _ Watchdog = (*ProcessWatchdog)(nil)
+var _ Watchdog = (*processWatchdog)(nil)

@@ -1,6 +1,6 @@
 //go:build linux
 
-// Command setnx is the start-up reference of DESIGN §8: the least a Go
+// Command setnx is the start-up reference of docs/design.md §8: the least a Go
 // binary linked with go-redis does to run a command under a Redis lock —
 // SET NX with a TTL, run the command, DEL — with none of leasectl's
 // safety. `make bench` compares leasectl run with it.

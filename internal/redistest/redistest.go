@@ -1,7 +1,11 @@
 // Package redistest starts throw-away redis-server processes for tests: each
-// on a free loopback port, without persistence, in its own temporary folder.
-// It never touches a Redis it did not start (and never port 6379). It is
-// imported only by tests.
+// on a free loopback port, without persistence, in its own temporary folder,
+// alone (Start), as the nodes of a Redis Cluster (StartCluster) or as a
+// primary, its replicas and the Sentinels that watch them (StartSentinel).
+// It never touches a Redis it did not start (and never ports 6379 or 26379,
+// which a developer's own Redis and Sentinel may use). It speaks RESP
+// itself, so tests that import it do not link a Redis client. It is imported
+// only by tests.
 package redistest
 
 import (
@@ -26,6 +30,11 @@ const readyTimeout = 15 * time.Second
 // stopTimeout is how long Stop waits after SIGTERM before it SIGKILLs.
 const stopTimeout = 10 * time.Second
 
+// pollInterval is how often a start-up or failover wait asks the servers
+// whether they are ready: often enough that the wait ends soon after they
+// are, rare enough that asking costs nothing on a loaded machine.
+const pollInterval = 50 * time.Millisecond
+
 // ioTimeout bounds every exchange Do and the readiness probe have with the
 // server, so that a frozen server cannot hang a test.
 const ioTimeout = 5 * time.Second
@@ -38,13 +47,25 @@ type Options struct {
 	Args []string
 }
 
-// Server is a running redis-server started by Start.
+// mode is what a redis-server process runs as.
+type mode int
+
+const (
+	standalone   mode = iota
+	clusterNode       // cluster mode, with nodes.conf and a bus port
+	sentinelNode      // Sentinel mode, with a config file it rewrites
+)
+
+// Server is a running redis-server started by Start, or one of the servers
+// of a Cluster or of a Sentinel topology.
 type Server struct {
 	Addr string // 127.0.0.1:PORT
 	URL  string // redis://127.0.0.1:PORT/0 (without any password)
 
 	opts     Options
+	mode     mode
 	port     int
+	busPort  int // cluster bus port; 0 when not in cluster mode
 	dir      string
 	password string
 	cmd      *exec.Cmd
@@ -54,10 +75,23 @@ type Server struct {
 // Start runs a redis-server on a free loopback port and returns once it
 // answers. The caller must Stop it.
 func Start(opts Options) (*Server, error) {
+	return startServer(opts, standalone, "")
+}
+
+// startServer is Start for a server that runs as m. A cluster node keeps its
+// nodes.conf in its own folder and runs its cluster bus on a second free
+// port. A Sentinel gets conf as its config file, written to its folder once
+// here and not by launch, so that a Restart keeps what the Sentinel has
+// rewritten there since (its epochs and the replicas and Sentinels it knows).
+func startServer(opts Options, m mode, conf string) (*Server, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		return nil, errors.New("redis-server not found: run make deps")
 	}
-	port, err := freePort()
+	n := 1
+	if m == clusterNode {
+		n = 2
+	}
+	ports, err := freePorts(n)
 	if err != nil {
 		return nil, err
 	}
@@ -65,13 +99,24 @@ func Start(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: temp dir: %w", err)
 	}
+	port := ports[0]
 	s := &Server{
 		Addr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		URL:      fmt.Sprintf("redis://127.0.0.1:%d/0", port),
 		opts:     opts,
+		mode:     m,
 		port:     port,
 		dir:      dir,
 		password: requirePass(opts.Args),
+	}
+	if m == clusterNode {
+		s.busPort = ports[1]
+	}
+	if m == sentinelNode {
+		if err := os.WriteFile(s.sentinelConf(), []byte(conf), 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("redistest: sentinel config: %w", err)
+		}
 	}
 	if err := s.launch(); err != nil {
 		os.RemoveAll(dir)
@@ -82,7 +127,13 @@ func Start(opts Options) (*Server, error) {
 
 // launch starts redis-server on s.port and waits until it answers.
 func (s *Server) launch() error {
-	args := []string{
+	var args []string
+	if s.mode == sentinelNode {
+		// The config file must come first; Sentinel refuses to start
+		// without one, as it saves its state there.
+		args = append(args, s.sentinelConf(), "--sentinel")
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -90,6 +141,16 @@ func (s *Server) launch() error {
 		"--dir", s.dir,
 		"--daemonize", "no",
 		"--logfile", "",
+	)
+	if s.mode == clusterNode {
+		// --cluster-port is explicit because the default, port+10000, is
+		// past 65535 for a quarter of Linux's ephemeral ports, and nobody
+		// checked that it was free.
+		args = append(args,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
+			"--cluster-port", strconv.Itoa(s.busPort),
+		)
 	}
 	args = append(args, s.opts.Args...)
 	logPath := filepath.Join(s.dir, "redis.log")
@@ -98,6 +159,8 @@ func (s *Server) launch() error {
 		return fmt.Errorf("redistest: log file: %w", err)
 	}
 	defer logFile.Close()
+	// Not redis-sentinel even for a Sentinel: that is the same binary under
+	// another name, which Debian ships in a package of its own.
 	cmd := exec.Command("redis-server", args...)
 	cmd.Dir = s.dir
 	cmd.Stdout = logFile
@@ -118,6 +181,22 @@ func (s *Server) launch() error {
 		return fmt.Errorf("%w; redis-server log: %s", err, tail(logPath))
 	}
 	return nil
+}
+
+// sentinelConf is the path of a Sentinel's config file.
+func (s *Server) sentinelConf() string {
+	return filepath.Join(s.dir, "sentinel.conf")
+}
+
+// exited reports whether the server's process has exited (been killed or
+// stopped) and not been restarted.
+func (s *Server) exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // waitReady dials and PINGs until the server answers, the process exits, or
@@ -204,7 +283,9 @@ func (s *Server) Thaw() error {
 }
 
 // Restart kills the server and starts a new, empty one on the same port
-// with the same arguments, as a Redis without persistence that restarts.
+// with the same arguments, as a Redis without persistence that restarts. A
+// cluster node keeps its nodes.conf, and so its place in the cluster; a
+// Sentinel keeps its config file, and so what it knew of the topology.
 func (s *Server) Restart() error {
 	if err := s.Kill(); err != nil {
 		return err
@@ -301,16 +382,24 @@ func readReply(r *bufio.Reader) (string, error) {
 	}
 }
 
-// freePort asks the kernel for a free loopback port. The port is released
-// before redis-server binds it; another process could take it in between,
-// in which case start-up fails with a clear error.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redistest: find a free port: %w", err)
+// freePorts asks the kernel for n distinct free loopback ports, holding each
+// until all are chosen, and never Redis's and Sentinel's default ports (which
+// the kernel hands out only if its ephemeral range was widened to them). The
+// ports are released before redis-server binds them; another process could
+// take one in between, in which case start-up fails with a clear error.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("redistest: find a free port: %w", err)
+		}
+		defer l.Close()
+		if port := l.Addr().(*net.TCPAddr).Port; port != 6379 && port != 26379 {
+			ports = append(ports, port)
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // requirePass returns the value of --requirepass in args, if any.
@@ -329,7 +418,13 @@ func tail(path string) string {
 	if err != nil {
 		return "(no log)"
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return lastLines(string(b))
+}
+
+// lastLines returns the last lines of a log or a command's output, joined
+// on one line, for errors.
+func lastLines(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) > 5 {
 		lines = lines[len(lines)-5:]
 	}

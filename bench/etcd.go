@@ -1,0 +1,354 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/etcdstore"
+)
+
+// Timing of the etcd fault figures: etcd's leases last whole seconds, at
+// least 2, so the etcd runs cannot use the 1 s TTL of the other stores'.
+const (
+	etcdFaultTTL       = 2 * time.Second
+	etcdFaultHeartbeat = 500 * time.Millisecond
+	etcdFaultSafety    = time.Second
+	// etcdCrashTTL is the lease of a seeded crashed run on etcd: the
+	// shortest etcd honours.
+	etcdCrashTTL = 2 * time.Second
+	// expiryProbes is how many lease expiries the expiry lag is measured
+	// over.
+	expiryProbes = 10
+)
+
+// etcdFigures prints the etcd store's figures beside `etcdctl lock`'s:
+// `run -- true` and the handoff, interleaved with etcdctl's; the lag of
+// etcd's lease expiry; failover after SIGKILL; fail-fast after the
+// member is frozen; and a scan of 100,000 runs in flight of which 1,000
+// crashed. The bench's etcd is a single member, its own leader.
+func (b *bench) etcdFigures() error {
+	if b.etcd == nil {
+		return nil
+	}
+	for _, step := range []func() error{b.etcdStartup, b.etcdHandoffs, b.etcdExpiryLag, b.etcdFailover, b.etcdFailFast, b.etcdScan} {
+		if err := step(); err != nil {
+			return fmt.Errorf("etcd: %w", err)
+		}
+	}
+	return nil
+}
+
+// etcdStoreURL is the bench etcd's store URL.
+func (b *bench) etcdStoreURL() string { return "etcd://" + strings.TrimPrefix(b.etcdURL, "http://") }
+
+// leasectlEtcd is a leasectl command against the bench's etcd.
+func (b *bench) leasectlEtcd(args ...string) *exec.Cmd {
+	cmd := b.leasectlCmd(false, args...)
+	cmd.Env = append(cmd.Env, "LEASECTL_STORE="+b.etcdStoreURL())
+	return cmd
+}
+
+// etcdStartup times `leasectl run -- true` on etcd against `etcdctl lock j
+// -- true` and `flock -n`, interleaved.
+func (b *bench) etcdStartup() error {
+	lockFile := b.file("flock")
+	cmds := []starter{
+		{"flock", func() *exec.Cmd { return exec.Command("flock", "-n", lockFile, "true") }},
+		{"etcd_lock", func() *exec.Cmd { return b.etcdctl("lock", "j", "--", "true") }},
+		{"run_etcd", func() *exec.Cmd { return b.leasectlEtcd("run", "--job", "j", "--", "true") }},
+	}
+	samples := map[string][]float64{}
+	for round := range warmupRounds + startupRounds {
+		for _, i := range b.rng.Perm(len(cmds)) {
+			cmd := cmds[i].cmd()
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("%s: %v: %s", cmds[i].name, err, out)
+			}
+			if round >= warmupRounds {
+				samples[cmds[i].name] = append(samples[cmds[i].name], ms(time.Since(start)))
+			}
+		}
+	}
+	run, lock := median(samples["run_etcd"]), median(samples["etcd_lock"])
+	line("run_etcd_ms", run, "ms", fmt.Sprintf("leasectl run --job j -- true, local single-member etcd; median of %d interleaved with etcdctl lock (%.2f ms)", startupRounds, lock))
+	line("run_etcd_vs_etcd_lock", run/lock, "x", "target <= 0.5")
+	line("run_etcd_vs_flock", run/median(samples["flock"]), "x", "reference")
+	return nil
+}
+
+// etcdHandoffs times the handoff with --wait on etcd against etcdctl lock's,
+// interleaved.
+func (b *bench) etcdHandoffs() error {
+	cases := []handoffCase{
+		{
+			name: "leasectl",
+			holder: func(job, file string) *exec.Cmd {
+				return b.leasectlEtcd("run", "--job", job, "--", b.stamp, "hold", file)
+			},
+			waiter: func(job, file string) *exec.Cmd {
+				return b.leasectlEtcd("--log-level", "debug", "run", "--job", job, "--wait", "--", b.stamp, "start", file)
+			},
+			waiting: (*proc).awaitWaiting,
+		},
+		{
+			name:    "etcdctl",
+			holder:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "hold", file) },
+			waiter:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "start", file) },
+			waiting: func(*proc) error { time.Sleep(etcdSettle); return nil },
+		},
+	}
+	samples := map[string][]float64{}
+	for range handoffRounds {
+		for _, i := range b.rng.Perm(len(cases)) {
+			d, err := b.handoff(cases[i])
+			if err != nil {
+				return fmt.Errorf("handoff %s: %w", cases[i].name, err)
+			}
+			samples[cases[i].name] = append(samples[cases[i].name], d)
+		}
+	}
+	lock := median(samples["etcdctl"])
+	line("handoff_etcd_leasectl_ms", median(samples["leasectl"]), "ms",
+		fmt.Sprintf("target < etcdctl lock's handoff, %.2f ms in the same run; median of %d, interleaved", lock, handoffRounds))
+	return nil
+}
+
+// etcdExpiryLag measures how long after a lease's TTL etcd deletes its
+// keys: its leader checks for expired leases every 500 ms, so a waiter
+// learns of a crash up to that much after the TTL.
+func (b *bench) etcdExpiryLag() error {
+	s, err := etcdstore.Open(b.etcdStoreURL(), "expiry")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	var lags []float64
+	for i := range expiryProbes {
+		job := "probe-" + strconv.Itoa(i)
+		sub, err := s.Subscribe(ctx, job)
+		if err != nil {
+			return err
+		}
+		sent := time.Now()
+		if _, err := s.Acquire(ctx, request(job, etcdCrashTTL, math.MaxInt32)); err != nil {
+			sub.Close()
+			return err
+		}
+		select {
+		case <-sub.Released():
+		case <-ctx.Done():
+			sub.Close()
+			return ctx.Err()
+		}
+		lags = append(lags, ms(time.Since(sent)-etcdCrashTTL))
+		sub.Close()
+	}
+	line("etcd_expiry_lag_ms", median(lags), "ms", fmt.Sprintf("the liveness key's deletion - (acquire sent + ttl): etcd's lease-expiry check; median of %d, max %.1f", expiryProbes, maxOf(lags)))
+	return nil
+}
+
+// etcdTiming is the run flags of the etcd fault figures.
+func etcdTiming() []string {
+	return []string{"--ttl", etcdFaultTTL.String(), "--heartbeat", etcdFaultHeartbeat.String(), "--safety", etcdFaultSafety.String()}
+}
+
+// etcdFailover times SIGKILL of the holder's supervisor → the waiter's
+// child starts, on etcd.
+func (b *bench) etcdFailover() error {
+	var s []float64
+	for range faultRounds {
+		job := "failover-" + strconv.Itoa(b.next())
+		holder, err := startProc(b.leasectlEtcd(append(append([]string{"run", "--job", job}, etcdTiming()...), "--", b.stamp, "hold", b.file("holder"))...), true)
+		if err != nil {
+			return err
+		}
+		if _, err := holder.childPID(); err != nil {
+			holder.cmd.Process.Kill()
+			return err
+		}
+		waiterFile := b.file("waiter")
+		waiter, err := startProc(b.leasectlEtcd(append(append([]string{"--log-level", "debug", "run", "--job", job, "--wait"}, etcdTiming()...), "--", b.stamp, "start", waiterFile)...), false)
+		if err != nil {
+			holder.cmd.Process.Kill()
+			return err
+		}
+		if err := waiter.awaitWaiting(); err != nil {
+			holder.cmd.Process.Kill()
+			waiter.cmd.Process.Kill()
+			return err
+		}
+		time.Sleep(time.Duration(b.rng.Int64N(int64(etcdFaultHeartbeat))))
+		killed := mono()
+		holder.cmd.Process.Kill()
+		holder.release()
+		holder.wait()
+		if err := waiter.waitOK(); err != nil {
+			return err
+		}
+		started, err := readStamp(waiterFile)
+		if err != nil {
+			return err
+		}
+		s = append(s, float64(started-killed)/1e6)
+	}
+	line("failover_etcd_ms", median(s), "ms", fmt.Sprintf("target <= ttl + etcd's lease-expiry check (500) = %.0f; ttl %s; median of %d, max %.1f",
+		ms(etcdFaultTTL+500*time.Millisecond), etcdFaultTTL, faultRounds, maxOf(s)))
+	return nil
+}
+
+// etcdFailFast times freezing the etcd member (the leader) → the holder's
+// child dies.
+func (b *bench) etcdFailFast() error {
+	var s []float64
+	for range faultRounds {
+		d, err := b.etcdFailFastOnce()
+		if err != nil {
+			return err
+		}
+		s = append(s, d)
+	}
+	line("failfast_etcd_ms", median(s), "ms", fmt.Sprintf(
+		"child death - etcd leader freeze (SIGSTOP); bound: last confirmed renewal's send + safety + 50 = send + %.0f, and that send precedes the freeze; safety %s, heartbeat %s; median of %d, max %.1f",
+		ms(etcdFaultSafety+50*time.Millisecond), etcdFaultSafety, etcdFaultHeartbeat, faultRounds, maxOf(s)))
+	return nil
+}
+
+func (b *bench) etcdFailFastOnce() (float64, error) {
+	job := "failfast-" + strconv.Itoa(b.next())
+	holder, err := startProc(b.leasectlEtcd(append(append([]string{"run", "--job", job}, etcdTiming()...), "--", b.stamp, "hold", b.file("holder"))...), true)
+	if err != nil {
+		return 0, err
+	}
+	defer holder.wait()
+	defer holder.release()
+	child, err := holder.childPID()
+	if err != nil {
+		holder.cmd.Process.Kill()
+		return 0, err
+	}
+	pidfd, err := unix.PidfdOpen(child, 0)
+	if err != nil {
+		holder.cmd.Process.Kill()
+		return 0, fmt.Errorf("pidfd_open: %w", err)
+	}
+	defer unix.Close(pidfd)
+	time.Sleep(3*etcdFaultHeartbeat + time.Duration(b.rng.Int64N(int64(etcdFaultHeartbeat))))
+	frozen := mono()
+	if err := b.etcd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return 0, err
+	}
+	died, err := awaitDeath(pidfd)
+	if terr := b.etcd.Process.Signal(syscall.SIGCONT); err == nil {
+		err = terr
+	}
+	if err != nil {
+		holder.cmd.Process.Kill()
+		return 0, err
+	}
+	return float64(died-frozen) / 1e6, nil
+}
+
+// etcdScan times Store.Scan over scanLive live and scanCrashed crashed runs
+// on etcd.
+func (b *bench) etcdScan() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*storeTimeout)
+	defer cancel()
+	clients := make([]*etcdstore.Store, seedClients)
+	for i := range clients {
+		s, err := etcdstore.Open(b.etcdStoreURL(), "scan")
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		clients[i] = s
+	}
+	seedEtcd := func(n int, do func(s leasestore.Store, i int) error) error {
+		var wg sync.WaitGroup
+		errs := make(chan error, seedClients)
+		for w, s := range clients {
+			wg.Go(func() {
+				for i := w; i < n; i += seedClients {
+					if err := do(s, i); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		return <-errs
+	}
+	seeded := time.Now()
+	err := seedEtcd(scanLive, func(s leasestore.Store, i int) error {
+		_, err := s.Acquire(ctx, request(fmt.Sprintf("live-%06d", i), time.Hour, 3))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "# etcd: seeded %d live runs in %s\n", scanLive, time.Since(seeded).Round(time.Second))
+	s := clients[0]
+	// The first scan reads every key and leaves the mark the next ones
+	// start from.
+	start := time.Now()
+	if _, err := s.Scan(ctx); err != nil {
+		return err
+	}
+	cold := ms(time.Since(start))
+	var rounds []float64
+	for range scanRounds {
+		err := seedEtcd(scanCrashed, func(s leasestore.Store, i int) error {
+			_, err := s.Acquire(ctx, request(fmt.Sprintf("crash-%04d", i), etcdCrashTTL, math.MaxInt32))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for {
+			c, err := s.Counts(ctx)
+			if err != nil {
+				return err
+			}
+			if c.InFlight <= scanLive {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		start := time.Now()
+		found, err := s.Scan(ctx)
+		if err != nil {
+			return err
+		}
+		rounds = append(rounds, ms(time.Since(start)))
+		if len(found) != scanCrashed {
+			return fmt.Errorf("the scan found %d crashes, want %d", len(found), scanCrashed)
+		}
+	}
+	start = time.Now()
+	if _, err := s.Scan(ctx); err != nil {
+		return err
+	}
+	none := ms(time.Since(start))
+	n := fmt.Sprintf("%d in flight, %d crashed", scanLive+scanCrashed, scanCrashed)
+	line("scan_etcd_ms", median(rounds), "ms", fmt.Sprintf("Store.Scan on etcd, %s; median of %d; Redis: scan_ms above", n, scanRounds))
+	line("scan_etcd_no_crash_ms", none, "ms", fmt.Sprintf("Store.Scan on etcd, %d in flight, none crashed: cost follows the runs that ended since the last scan", scanLive+scanCrashed))
+	line("scan_etcd_first_ms", cold, "ms", fmt.Sprintf("the first Store.Scan on etcd (no mark yet, or revisions compacted since): reads every in-flight key; %d in flight", scanLive))
+	return nil
+}

@@ -1,0 +1,151 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// defaultLogLevel keeps leasectl quiet unless something went wrong: cron
+// mails every line a job writes, and a successful run, a --min-interval
+// skip or a refusal mapped to exit 0 has nothing to say. -v (info) brings
+// back the lifecycle lines, -vv (debug) the details.
+const defaultLogLevel = "warn"
+
+// Log formats, as --log-format resolves them.
+const (
+	formatJSON    = "json"
+	formatConsole = "console"
+)
+
+// logFormat resolves --log-format: auto is console when stderr is a
+// terminal, JSON otherwise.
+func (f *Factory) logFormat() (string, error) {
+	switch f.Globals.LogFormat {
+	case formatJSON, formatConsole:
+		return f.Globals.LogFormat, nil
+	case "auto":
+		if f.IO.StderrTTY {
+			return formatConsole, nil
+		}
+		return formatJSON, nil
+	default:
+		return "", usageError(fmt.Errorf("invalid --log-format %q: use auto, console or json", f.Globals.LogFormat))
+	}
+}
+
+// logLevel resolves --log-level and -v: each -v lowers the default level
+// by one step (info, debug, trace), unless --log-level is lower already.
+func (f *Factory) logLevel() (zerolog.Level, error) {
+	level, err := zerolog.ParseLevel(strings.ToLower(f.Globals.LogLevel))
+	if err != nil || f.Globals.LogLevel == "" || level > zerolog.ErrorLevel {
+		return zerolog.NoLevel, usageError(fmt.Errorf("invalid --log-level %q: use trace, debug, info, warn or error", f.Globals.LogLevel))
+	}
+	if v := zerolog.WarnLevel - zerolog.Level(f.Globals.Verbose); f.Globals.Verbose > 0 && v < level {
+		level = max(v, zerolog.TraceLevel)
+	}
+	return level, nil
+}
+
+// Logger returns the logger the global flags ask for, writing to stderr.
+func (f *Factory) Logger() (zerolog.Logger, error) {
+	return f.loggerTo(f.IO.ErrOut)
+}
+
+// loggerTo is Logger writing to w (stderr, or a writer in front of it).
+func (f *Factory) loggerTo(w io.Writer) (zerolog.Logger, error) {
+	level, err := f.logLevel()
+	if err != nil {
+		return zerolog.Nop(), err
+	}
+	format, err := f.logFormat()
+	if err != nil {
+		return zerolog.Nop(), err
+	}
+	return newLogger(w, format, f.IO.StderrTTY, level), nil
+}
+
+// newLogger writes JSON lines, or in the console format human lines:
+// "leasectl: MESSAGE key=value ...", with the time in front at debug level
+// and below.
+func newLogger(w io.Writer, format string, color bool, level zerolog.Level) zerolog.Logger {
+	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
+	zerolog.DurationFieldUnit = time.Millisecond
+	if format == formatConsole {
+		cw := zerolog.ConsoleWriter{
+			Out: w, NoColor: !color, TimeFormat: "15:04:05.000",
+			PartsOrder:  []string{zerolog.TimestampFieldName, zerolog.LevelFieldName, zerolog.MessageFieldName},
+			FormatLevel: func(any) string { return "leasectl:" },
+		}
+		if level > zerolog.DebugLevel {
+			cw.PartsExclude = []string{zerolog.TimestampFieldName}
+		}
+		w = cw
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+// lastWord says why leasectl exits with code, as one line on stderr: in
+// JSON, an error record of log (which carries the run's fields); in the
+// console format, "leasectl: MESSAGE". An empty message says nothing.
+func lastWord(w io.Writer, log zerolog.Logger, format string, code int, msg string) {
+	if msg == "" {
+		return
+	}
+	if format == formatJSON {
+		log.Error().Int("exit_code", code).Msg(msg)
+		return
+	}
+	fmt.Fprintf(w, "leasectl: %s\n", msg)
+}
+
+// errorMessage is err's message on one line, or "" for an error that
+// carries only an exit code.
+func errorMessage(err error) string {
+	var ee *exitError
+	if err == nil || errors.As(err, &ee) && ee.err == nil {
+		return ""
+	}
+	return strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
+}
+
+// report prints err as leasectl's last word, in the log format the flags
+// ask for (JSON when they cannot be read), and returns the exit code.
+func (f *Factory) report(err error) int {
+	code := exitCode(err)
+	format, ferr := f.logFormat()
+	if ferr != nil {
+		format = formatConsole
+	}
+	lastWord(f.IO.ErrOut, newLogger(f.IO.ErrOut, formatJSON, false, zerolog.TraceLevel), format, code, errorMessage(err))
+	return code
+}
+
+// watchdogLogger is the watchdog process's logger: the format and level its
+// supervisor resolved and the run's job and worker, from the environment
+// the supervisor gave it (see watchdogEnv). Its last word is an error,
+// which every level shows.
+func watchdogLogger() zerolog.Logger {
+	format := os.Getenv("LEASECTL_LOG_FORMAT")
+	if format != formatJSON {
+		format = formatConsole
+	}
+	level, err := zerolog.ParseLevel(os.Getenv("LEASECTL_LOG_LEVEL"))
+	if err != nil || level > zerolog.ErrorLevel {
+		level = zerolog.ErrorLevel
+	}
+	return newLogger(os.Stderr, format, false, level).With().
+		Str("job", os.Getenv("LEASECTL_JOB_ID")).Str("worker", os.Getenv("LEASECTL_WORKER_ID")).Logger()
+}
+
+// watchdogEnv is what the watchdog process needs to write its last word as
+// the run's other lines: the resolved log format and level, the job and the
+// worker.
+func watchdogEnv(format string, level zerolog.Level, job, worker string) []string {
+	return []string{"LEASECTL_LOG_FORMAT=" + format, "LEASECTL_LOG_LEVEL=" + level.String(), "LEASECTL_JOB_ID=" + job, "LEASECTL_WORKER_ID=" + worker}
+}

@@ -1,0 +1,53 @@
+package boltstore
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+func TestOpenURL(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/state")
+	tests := []struct{ raw, wantDir, wantErr string }{
+		{raw: "", wantDir: "/state/leasectl"},
+		{raw: "file:///var/lib/leasectl", wantDir: "/var/lib/leasectl"},
+		{raw: "file://localhost/var/lib/x/../leasectl", wantDir: "/var/lib/leasectl"},
+		{raw: "file://relative/dir", wantErr: "local folder"},
+		{raw: "file:relative", wantErr: "absolute path"},
+		{raw: "file:///x?mode=ro", wantErr: "no user or query"},
+	}
+	for _, tt := range tests {
+		s, err := leasestore.Open(t.Context(), strings.Replace(tt.raw, "/var/lib", t.TempDir()+"/var/lib", 1), "ns")
+		if tt.wantErr != "" {
+			var urlErr *leasestore.URLError
+			if !errors.As(err, &urlErr) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Open(%q) = %v, want a *URLError saying %q", tt.raw, err, tt.wantErr)
+			}
+			continue
+		}
+		if tt.raw == "" {
+			// The default folder may not be writable here: check the path only.
+			if dir, _ := DefaultDir(); dir != tt.wantDir {
+				t.Errorf("DefaultDir() = %q, want %q", dir, tt.wantDir)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("Open(%q): %v", tt.raw, err)
+			continue
+		}
+		if dir := s.(*Store).dir; !strings.HasSuffix(dir, tt.wantDir) {
+			t.Errorf("Open(%q) opened %q, want a folder ending in %q", tt.raw, dir, tt.wantDir)
+		}
+	}
+}
+
+func TestDefaultDirWithoutXDG(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "relative")
+	t.Setenv("HOME", "/home/op")
+	if dir, err := DefaultDir(); err != nil || dir != "/home/op/.local/state/leasectl" {
+		t.Fatalf("DefaultDir() = %q, %v; want ~/.local/state/leasectl", dir, err)
+	}
+}

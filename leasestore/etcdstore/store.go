@@ -1,0 +1,728 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+const (
+	// minTTL is the shortest lease TTL the store honours: etcd's minimum
+	// lease TTL with its default timing (1.5 election timeouts of 1 s,
+	// rounded up to whole seconds). etcd silently lengthens a shorter one.
+	minTTL = 2 * time.Second
+	// maxTTL is etcd's longest lease TTL (9,000,000,000 s).
+	maxTTL = 9_000_000_000 * time.Second
+
+	// batchJobs is how many jobs one transaction reads or writes: three
+	// compares and at most three operations each stay within etcd's
+	// default --max-txn-ops of 128.
+	batchJobs = 40
+
+	// maxConflicts bounds how often an operation starts again because
+	// another client wrote the job's keys between its read and its write;
+	// each retry comes at once, with the fresh state the failed transaction
+	// returned, so only a pathological storm reaches it.
+	maxConflicts = 64
+
+	// leaseLookups is how many lease TTL look-ups Leases makes at once.
+	leaseLookups = 8
+
+	// quarantinedByLeasectl is Quarantine.By for a job quarantined for
+	// crashing.
+	quarantinedByLeasectl = "leasectl"
+)
+
+// Store is the leasestore.Store kept in etcd, shared by many hosts. Every
+// transition is one etcd transaction guarded by the mod revisions of the
+// keys it read; liveness and evidence are keys attached to etcd leases.
+type Store struct {
+	c        *client
+	ns       string
+	addr     string // the endpoints, for messages
+	password string // only to scrub it from messages
+
+	mu      sync.Mutex
+	held    map[string]heldRun   // job → the run this client acquired last
+	written map[string]*jobState // job → what this client's Acquire wrote
+}
+
+// heldRun is what Renew needs of a run this client acquired: the etcd
+// leases of its liveness and evidence.
+type heldRun struct {
+	holder         string
+	token          int64
+	live, evidence int64
+}
+
+var (
+	_ leasestore.Store      = (*Store)(nil)
+	_ leasestore.TTLLimiter = (*Store)(nil)
+)
+
+// TTLRange returns the lease TTLs the store honours: from etcd's default
+// minimum lease TTL (2 s) to its maximum. TTLs are rounded up to whole
+// seconds.
+func (s *Store) TTLRange() (min, max time.Duration) { return minTTL, maxTTL }
+
+// Close closes the idle connections; watches close with their
+// subscriptions.
+func (s *Store) Close() error {
+	s.c.close()
+	return nil
+}
+
+// now is the store's clock: etcd has none, so it is this host's, at the
+// microsecond resolution of the tokens.
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// seconds is d as an etcd lease TTL: whole seconds, rounded up.
+func seconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+
+// read reads the per-job keys of jobs in one revision.
+func (s *Store) read(ctx context.Context, op string, jobs ...string) ([]*jobState, error) {
+	var ops []requestOp
+	for _, job := range jobs {
+		ops = append(ops, s.readOps(job)...)
+	}
+	var resp txnResponse
+	if err := s.c.call(ctx, "/v3/kv/txn", txnRequest{Success: ops}, &resp); err != nil {
+		return nil, s.unavailable(op, err)
+	}
+	states, err := parseStates(jobs, resp.Responses)
+	if err != nil {
+		return nil, s.unavailable(op, err)
+	}
+	return states, nil
+}
+
+// commit writes ops if none of the keys of states changed since they were
+// read. When one did, it returns false with the jobs' fresh states, read
+// in the same round trip.
+func (s *Store) commit(ctx context.Context, op string, states []*jobState, ops []requestOp) (bool, []*jobState, error) {
+	ok, fresh, _, err := s.commitAt(ctx, op, states, ops)
+	return ok, fresh, err
+}
+
+// commitAt is commit that also returns the revision the transaction wrote.
+func (s *Store) commitAt(ctx context.Context, op string, states []*jobState, ops []requestOp) (bool, []*jobState, int64, error) {
+	req := txnRequest{Success: ops}
+	jobs := make([]string, len(states))
+	for i, st := range states {
+		jobs[i] = st.job
+		req.Compare = append(req.Compare, s.guards(st)...)
+		req.Failure = append(req.Failure, s.readOps(st.job)...)
+	}
+	var resp txnResponse
+	if err := s.c.call(ctx, "/v3/kv/txn", req, &resp); err != nil {
+		return false, nil, 0, s.unavailable(op, err)
+	}
+	if resp.Succeeded {
+		return true, nil, resp.Header.Revision, nil
+	}
+	fresh, err := parseStates(jobs, resp.Responses)
+	if err != nil {
+		return false, nil, 0, s.unavailable(op, err)
+	}
+	return false, fresh, 0, nil
+}
+
+// transact runs decide on job's state and commits the writes it returns;
+// when another client wrote the job's keys in between, decide runs again on
+// the fresh state. It starts from start, a state remembered from this
+// client's own last write (a release then costs no read: the compares catch
+// any change since), or else from a read. decide's error (a refusal) is returned once its writes
+// are committed.
+func (s *Store) transact(ctx context.Context, op, job string, start *jobState, decide func(st *jobState) ([]requestOp, error)) (*jobState, error) {
+	st := start
+	if st == nil {
+		states, err := s.read(ctx, op, job)
+		if err != nil {
+			return nil, err
+		}
+		st = states[0]
+	}
+	for range maxConflicts {
+		ops, refusal := decide(st)
+		if len(ops) == 0 && st == start {
+			// A refusal is only as good as the state it was decided on,
+			// and a remembered state may be stale: read it.
+			states, err := s.read(ctx, op, job)
+			if err != nil {
+				return nil, err
+			}
+			st = states[0]
+			continue
+		}
+		if len(ops) == 0 {
+			return st, refusal
+		}
+		ok, fresh, err := s.commit(ctx, op, []*jobState{st}, ops)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return st, refusal
+		}
+		st = fresh[0]
+	}
+	return nil, s.unavailable(op, errContention)
+}
+
+// countCrash counts the crash of st's run found at now: crash count + 1, a
+// crashed event, quarantine at the run's own threshold. It updates st.rec
+// and returns the crash and the quarantine index write, if any; the caller
+// deletes or replaces the evidence and writes the record.
+func (s *Store) countCrash(st *jobState, at time.Time, detail string) (*leasestore.Crash, []requestOp, error) {
+	r, ev := st.rec, st.evd
+	r.Crashes++
+	c := &leasestore.Crash{
+		Job: st.job, Holder: ev.Holder, Host: ev.Host, PID: ev.PID, Token: ev.Token, Command: ev.Command,
+		StartedAt: ev.Started, StaleSince: at, DetectedAt: at, Crashes: r.Crashes,
+	}
+	r.event(at, leasestore.Event{Kind: leasestore.EventCrashed, Worker: ev.Holder, Token: ev.Token, Detail: detail})
+	if r.Quarantine != nil || r.Crashes < ev.MaxCrashes {
+		return c, nil, nil
+	}
+	reason := fmt.Sprintf("%d consecutive crashes", r.Crashes)
+	r.Quarantine = &leasestore.Quarantine{
+		Job: st.job, Crashes: r.Crashes, Since: at, Reason: reason, By: quarantinedByLeasectl,
+		LastHolder: ev.Holder, LastHost: ev.Host,
+	}
+	r.event(at, leasestore.Event{Kind: leasestore.EventQuarantined, Worker: ev.Holder, Token: ev.Token,
+		Detail: "by " + quarantinedByLeasectl + ": " + reason})
+	c.Quarantined = true
+	q, err := putJSON(s.key(kindQuarantined, st.job), r.Quarantine, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, []requestOp{q}, nil
+}
+
+// putRecord is the write of st's record.
+func (s *Store) putRecord(st *jobState) (requestOp, error) {
+	return putJSON(s.key(kindJob, st.job), st.rec, 0)
+}
+
+// Acquire grants the lease on req.Job; see leasestore.Leaser. It reads the
+// job's keys, grants the run's two etcd leases (liveness and evidence) when
+// the job is free, and writes liveness, evidence and record in one
+// transaction guarded by the revisions it read.
+func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+	states, err := s.read(ctx, "acquire", req.Job)
+	if err != nil {
+		return nil, err
+	}
+	st := states[0]
+	var live, evid int64  // the etcd leases for this request, once chosen
+	var newLeases []int64 // those of them granted for it
+	granted := false
+	defer func() {
+		if !granted {
+			for _, id := range newLeases {
+				s.revoke(ctx, id)
+			}
+		}
+	}()
+	for range maxConflicts {
+		at := now()
+		if st.live != nil && st.evd != nil && st.evd.Holder == req.Holder && st.evd.Token == st.liveToken {
+			// Asked again by the holder of the live lease: the same lease,
+			// renewed as Renew would.
+			ttls, err := s.keepAlive(ctx, "acquire", st.live.Lease, st.ev.Lease)
+			if err != nil {
+				return nil, err
+			}
+			if ttls[0] > 0 {
+				s.remember(req.Job, heldRun{req.Holder, st.evd.Token, st.live.Lease, st.ev.Lease})
+				return &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: st.evd.Token, Attempt: st.evd.Attempt,
+					TTL: req.TTL, GrantedAt: st.evd.Started}, nil
+			}
+			if states, err = s.read(ctx, "acquire", req.Job); err != nil {
+				return nil, err
+			}
+			st = states[0]
+			continue
+		}
+		if q := st.rec.Quarantine; q != nil {
+			return nil, &leasestore.QuarantinedError{Quarantine: *q}
+		}
+		if st.live != nil {
+			return nil, s.heldError(ctx, st)
+		}
+		var ops []requestOp
+		var recovered *leasestore.Crash
+		if st.crashed() {
+			c, q, err := s.countCrash(st, at, "supervisor vanished: liveness expired, found by acquire")
+			if err != nil {
+				return nil, s.unavailable("acquire", err)
+			}
+			recovered, ops = c, q
+		}
+		var refusal error
+		switch {
+		case recovered != nil && recovered.Quarantined:
+			refusal = &leasestore.QuarantinedError{Quarantine: *st.rec.Quarantine}
+		case req.MinInterval > 0 && !st.rec.LastSuccess.IsZero() && at.Sub(st.rec.LastSuccess) < req.MinInterval:
+			refusal = &leasestore.TooSoonError{Job: req.Job, LastSuccess: st.rec.LastSuccess, MinInterval: req.MinInterval,
+				Age: at.Sub(st.rec.LastSuccess)}
+		}
+		if refusal != nil {
+			if recovered == nil {
+				return nil, refusal
+			}
+			// Count the crash (and quarantine) even though the request is
+			// refused.
+			rec, err := s.putRecord(st)
+			if err != nil {
+				return nil, s.unavailable("acquire", err)
+			}
+			ok, fresh, err := s.commit(ctx, "acquire", []*jobState{st}, append(ops, rec, del(s.key(kindEvidence, req.Job))))
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				st = fresh[0]
+				continue
+			}
+			return nil, refusal
+		}
+		if live == 0 {
+			if live, evid, newLeases, err = s.leases(ctx, req.TTL, req.EvidenceTTL, st.rec); err != nil {
+				return nil, err
+			}
+		}
+		r := st.rec
+		r.LiveLease, r.EvidenceLease = live, evid
+		token := max(r.LastToken+1, at.UnixMicro())
+		r.LastToken, r.Attempts, r.MaxCrashes, r.LastHolder, r.LastHost = token, r.Attempts+1, req.MaxCrashes, req.Holder, req.Host
+		r.event(at, leasestore.Event{Kind: leasestore.EventAcquired, Worker: req.Holder, Token: token, Detail: fmt.Sprintf("attempt %d", r.Attempts)})
+		ev := &evidence{
+			Holder: req.Holder, Token: token, Host: req.Host, PID: req.PID, Command: req.Command, Started: at,
+			Attempt: r.Attempts, TTL: req.TTL, EvidenceTTL: req.EvidenceTTL, MaxCrashes: req.MaxCrashes,
+		}
+		evOp, err := putJSON(s.key(kindEvidence, req.Job), ev, evid)
+		if err != nil {
+			return nil, s.unavailable("acquire", err)
+		}
+		rec, err := s.putRecord(st)
+		if err != nil {
+			return nil, s.unavailable("acquire", err)
+		}
+		liveOp := requestOp{Put: &putRequest{Key: s.key(kindLive, req.Job), Value: []byte(strconv.FormatInt(token, 10)), Lease: live}}
+		ok, fresh, rev, err := s.commitAt(ctx, "acquire", []*jobState{st}, append(ops, liveOp, evOp, rec))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			st = fresh[0]
+			continue
+		}
+		granted = true
+		written, err := parseStates([]string{req.Job}, []responseOp{
+			{Range: &rangeResponse{KVs: []keyValue{{Value: liveOp.Put.Value, ModRevision: rev, Lease: live}}}},
+			{Range: &rangeResponse{KVs: []keyValue{{Value: evOp.Put.Value, ModRevision: rev, Lease: evid}}}},
+			{Range: &rangeResponse{KVs: []keyValue{{Value: rec.Put.Value, ModRevision: rev}}}},
+		})
+		if err == nil {
+			s.rememberWritten(written[0])
+		}
+		s.remember(req.Job, heldRun{req.Holder, token, live, evid})
+		return &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: token, Attempt: r.Attempts, TTL: req.TTL,
+			GrantedAt: at, Recovered: recovered}, nil
+	}
+	return nil, s.unavailable("acquire", errContention)
+}
+
+// heldError is Acquire's refusal of a job whose liveness is there, with the
+// holder's TTL left as etcd counts it.
+func (s *Store) heldError(ctx context.Context, st *jobState) error {
+	e := &leasestore.HeldError{Job: st.job, Token: st.liveToken, ExpiresIn: s.ttlLeft(ctx, st.live.Lease)}
+	if ev := st.evd; ev != nil {
+		e.Holder, e.Host, e.PID, e.Token, e.Since = ev.Holder, ev.Host, ev.PID, ev.Token, ev.Started
+	}
+	return e
+}
+
+// ttlLeft is how long etcd keeps lease id alive without a renewal: its
+// whole seconds left plus the second they were truncated from, never more
+// than its TTL. 0 when it is gone or cannot be read: a waiter then tries
+// again at once, and its watch wakes it anyway when the liveness goes.
+func (s *Store) ttlLeft(ctx context.Context, id int64) time.Duration {
+	var resp leaseResponse
+	if err := s.c.call(ctx, "/v3/lease/timetolive", leaseIDRequest{ID: id}, &resp); err != nil || resp.TTL < 0 {
+		return 0
+	}
+	return time.Duration(min(resp.TTL+1, resp.GrantedTTL)) * time.Second
+}
+
+// leases returns the etcd leases of a new run's liveness and evidence: the
+// job's own from its previous runs, kept alive, when they are still alive
+// with the TTLs asked for, else new ones (fresh lists those). Keeping a
+// lease alive needs no consensus round; granting one does, so a job that
+// runs again within --ttl of its last release costs no grant at all.
+func (s *Store) leases(ctx context.Context, ttl, evidenceTTL time.Duration, r *record) (live, evid int64, fresh []int64, err error) {
+	ids := [2]int64{r.LiveLease, r.EvidenceLease}
+	ttls := [2]int64{seconds(ttl), seconds(evidenceTTL)}
+	var reuse []int64
+	var slots []int // the index in ids of each lease in reuse
+	for i, id := range ids {
+		if id != 0 {
+			reuse, slots = append(reuse, id), append(slots, i)
+		}
+	}
+	if len(reuse) > 0 {
+		left, err := s.keepAlive(ctx, "acquire", reuse...)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		for j, i := range slots {
+			if left[j] != ttls[i] {
+				ids[i] = 0
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	var errs [2]error
+	var granted [2]bool
+	for i := range ids {
+		if ids[i] == 0 {
+			granted[i] = true
+			wg.Go(func() { ids[i], errs[i] = s.grantOne(ctx, time.Duration(ttls[i])*time.Second) })
+		}
+	}
+	wg.Wait()
+	for i, id := range ids {
+		if granted[i] && id != 0 {
+			fresh = append(fresh, id)
+		}
+	}
+	if err := errors.Join(errs[0], errs[1]); err != nil {
+		for _, id := range fresh {
+			s.revoke(ctx, id)
+		}
+		return 0, 0, nil, s.unavailable("acquire", err)
+	}
+	return ids[0], ids[1], fresh, nil
+}
+
+func (s *Store) grantOne(ctx context.Context, ttl time.Duration) (int64, error) {
+	var resp leaseResponse
+	if err := s.c.call(ctx, "/v3/lease/grant", leaseGrantRequest{TTL: seconds(ttl)}, &resp); err != nil {
+		return 0, err
+	}
+	if resp.Error != "" || resp.ID == 0 {
+		return 0, fmt.Errorf("lease grant refused: %s", resp.Error)
+	}
+	return resp.ID, nil
+}
+
+// revoke ends the etcd lease id that a refused Acquire granted, best
+// effort: a lease that holds no key only costs etcd memory until it expires
+// on its own.
+func (s *Store) revoke(ctx context.Context, id int64) {
+	if id != 0 {
+		_ = s.c.call(ctx, "/v3/lease/revoke", leaseIDRequest{ID: id}, nil)
+	}
+}
+
+// keepAlive renews the etcd leases ids in one request and returns the TTL
+// each has now, in seconds: 0 for a lease that expired or was revoked.
+func (s *Store) keepAlive(ctx context.Context, op string, ids ...int64) ([]int64, error) {
+	var body []byte
+	for _, id := range ids {
+		b, err := json.Marshal(leaseIDRequest{ID: id})
+		if err != nil {
+			return nil, err
+		}
+		body = append(body, b...)
+	}
+	stream, err := s.c.stream(ctx, "/v3/lease/keepalive", body)
+	if err != nil {
+		return nil, s.unavailable(op, err)
+	}
+	defer stream.Close()
+	dec := json.NewDecoder(stream)
+	ttls := make([]int64, len(ids))
+	for i := range ids {
+		var msg struct {
+			Result *leaseResponse `json:"result"`
+			Error  *etcdError     `json:"error"`
+		}
+		if err := dec.Decode(&msg); err != nil {
+			return nil, s.unavailable(op, fmt.Errorf("keep-alive answer: %w", err))
+		}
+		if msg.Error != nil {
+			return nil, s.unavailable(op, msg.Error)
+		}
+		if msg.Result == nil || msg.Result.ID != ids[i] {
+			return nil, s.unavailable(op, errors.New("keep-alive answered for another lease"))
+		}
+		ttls[i] = msg.Result.TTL
+	}
+	// The answer ends with the request: reading it to the end lets the
+	// connection serve the next call.
+	if _, err := io.Copy(io.Discard, stream); err != nil {
+		return nil, s.unavailable(op, fmt.Errorf("keep-alive answer: %w", err))
+	}
+	return ttls, nil
+}
+
+// remember keeps the leases of the run this client acquired, for Renew.
+func (s *Store) remember(job string, r heldRun) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = map[string]heldRun{}
+	}
+	s.held[job] = r
+}
+
+func (s *Store) forget(job string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.held, job)
+	delete(s.written, job)
+}
+
+// rememberWritten keeps the state this client's Acquire wrote, from which
+// the run's Release starts: its transaction's compares catch any change
+// made since, and then return the fresh state.
+func (s *Store) rememberWritten(st *jobState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.written == nil {
+		s.written = map[string]*jobState{}
+	}
+	s.written[st.job] = st
+}
+
+// lastWritten takes the state remembered for job, if any: it serves one
+// operation.
+func (s *Store) lastWritten(job string) *jobState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.written[job]
+	delete(s.written, job)
+	return st
+}
+
+// Renew extends l's liveness and evidence; see leasestore.Leaser. It keeps
+// both etcd leases alive in one request, then reads the job's keys to check
+// that the liveness is still l's: renewing a lease whose key someone
+// deleted must not pass for holding the job.
+func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
+	s.mu.Lock()
+	run, ok := s.held[l.Job]
+	s.mu.Unlock()
+	if !ok || run.token != l.Token || run.holder != l.Holder {
+		states, err := s.read(ctx, "renew", l.Job)
+		if err != nil {
+			return err
+		}
+		st := states[0]
+		if st.evd == nil || st.evd.Token != l.Token || st.evd.Holder != l.Holder || st.live == nil || st.liveToken != l.Token {
+			return s.leaseLost(ctx, l)
+		}
+		run = heldRun{l.Holder, l.Token, st.live.Lease, st.ev.Lease}
+	}
+	ttls, err := s.keepAlive(ctx, "renew", run.live, run.evidence)
+	if err != nil {
+		return err
+	}
+	if ttls[0] <= 0 {
+		return s.leaseLost(ctx, l)
+	}
+	states, err := s.read(ctx, "renew", l.Job)
+	if err != nil {
+		return err
+	}
+	if st := states[0]; st.live == nil || st.live.Lease != run.live || st.liveToken != l.Token || st.evd == nil || st.evd.Token != l.Token {
+		return s.leaseLost(ctx, l)
+	}
+	s.remember(l.Job, run)
+	return nil
+}
+
+// leaseLost answers a renewal of a lease that is no longer live: when the
+// run's evidence is still there, a lease-lost event records it.
+func (s *Store) leaseLost(ctx context.Context, l *leasestore.Lease) error {
+	s.forget(l.Job)
+	_, err := s.transact(ctx, "renew", l.Job, nil, func(st *jobState) ([]requestOp, error) {
+		if st.evd == nil || st.evd.Token != l.Token || st.evd.Holder != l.Holder || (st.live != nil && st.liveToken == l.Token) {
+			return nil, leasestore.ErrLeaseLost
+		}
+		st.rec.event(now(), leasestore.Event{Kind: leasestore.EventLeaseLost, Worker: l.Holder, Token: l.Token,
+			Detail: "renewal came after the lease expired"})
+		rec, err := s.putRecord(st)
+		if err != nil {
+			return nil, err
+		}
+		return []requestOp{rec}, leasestore.ErrLeaseLost
+	})
+	return asUnavailable("renew", err)
+}
+
+// Release ends l with outcome out; see leasestore.Leaser. It deletes the
+// liveness and the evidence with the record's update in one transaction.
+// It revokes no etcd lease, which would cost a consensus round and a wait
+// of its own: the run's liveness lease holds no key any more and expires
+// within --ttl, and the job's evidence lease serves its next run.
+func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
+	_, err := s.transact(ctx, "release", l.Job, s.lastWritten(l.Job), func(st *jobState) ([]requestOp, error) {
+		if st.evd == nil || st.evd.Token != l.Token {
+			return nil, leasestore.ErrLeaseLost
+		}
+		at := now()
+		r, ev := st.rec, st.evd
+		r.LastOutcome = &leasestore.LastOutcome{Outcome: out, Worker: l.Holder, Token: l.Token, FinishedAt: at}
+		ops := []requestOp{del(s.key(kindEvidence, l.Job))}
+		if st.live != nil {
+			ops = append(ops, del(s.key(kindLive, l.Job)))
+		}
+		switch out.Result {
+		case leasestore.ResultCrashed:
+			_, q, err := s.countCrash(st, at, out.Detail())
+			if err != nil {
+				return nil, err
+			}
+			ops = append(ops, q...)
+		case leasestore.ResultCompleted:
+			r.Crashes, r.LastSuccess = 0, at
+			fallthrough
+		default:
+			r.event(at, leasestore.Event{Kind: leasestore.EventReleased, Worker: ev.Holder, Token: l.Token, Detail: out.Detail()})
+		}
+		rec, err := s.putRecord(st)
+		if err != nil {
+			return nil, err
+		}
+		return append(ops, rec), nil
+	})
+	if err != nil {
+		return asUnavailable("release", err)
+	}
+	s.forget(l.Job)
+	return nil
+}
+
+// asUnavailable wraps an encoding failure of decide as unavailable; store
+// errors and refusals pass through.
+func asUnavailable(op string, err error) error {
+	var ue *leasestore.UnavailableError
+	if errors.Is(err, leasestore.ErrLeaseLost) || errors.Is(err, leasestore.ErrNotQuarantined) || errors.As(err, &ue) {
+		return err
+	}
+	return &leasestore.UnavailableError{Op: op, Err: err}
+}
+
+// Quarantine puts job in quarantine by an operator's decision; see
+// leasestore.Operator.
+func (s *Store) Quarantine(ctx context.Context, job string, note leasestore.Note) error {
+	_, err := s.transact(ctx, "quarantine", job, nil, func(st *jobState) ([]requestOp, error) {
+		at := now()
+		r := st.rec
+		q := r.Quarantine
+		if q == nil {
+			q = &leasestore.Quarantine{Job: job, Since: at, LastHolder: r.LastHolder, LastHost: r.LastHost}
+		}
+		q.By, q.Reason, q.Crashes = note.By, note.Reason, r.Crashes
+		r.Quarantine = q
+		r.event(at, leasestore.Event{Kind: leasestore.EventQuarantined, Worker: note.By, Detail: "by " + note.By + ": " + note.Reason})
+		qOp, err := putJSON(s.key(kindQuarantined, job), q, 0)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := s.putRecord(st)
+		if err != nil {
+			return nil, err
+		}
+		return []requestOp{qOp, rec}, nil
+	})
+	if err != nil {
+		return asUnavailable("quarantine", err)
+	}
+	return nil
+}
+
+// ReleaseQuarantine lets job run again and resets its crash count; see
+// leasestore.Operator.
+func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasestore.Note) error {
+	_, err := s.transact(ctx, "release quarantine", job, nil, func(st *jobState) ([]requestOp, error) {
+		r := st.rec
+		if r.Quarantine == nil {
+			return nil, leasestore.ErrNotQuarantined
+		}
+		r.Quarantine, r.Crashes = nil, 0
+		r.event(now(), leasestore.Event{Kind: leasestore.EventUnquarantine, Worker: note.By, Detail: "by " + note.By + ": " + note.Reason})
+		rec, err := s.putRecord(st)
+		if err != nil {
+			return nil, err
+		}
+		return []requestOp{del(s.key(kindQuarantined, job)), rec}, nil
+	})
+	if err != nil {
+		return asUnavailable("release quarantine", err)
+	}
+	return nil
+}
+
+// Status reports job's state, holder, counters and history; see
+// leasestore.Operator.
+func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, error) {
+	states, err := s.read(ctx, "status", job)
+	if err != nil {
+		return nil, err
+	}
+	st := states[0]
+	at := now()
+	r := st.rec
+	js := &leasestore.JobStatus{
+		Job: job, State: leasestore.StateIdle, Now: at,
+		LastToken: r.LastToken, Attempts: r.Attempts, Crashes: r.Crashes, MaxCrashes: r.MaxCrashes,
+		Quarantine: r.Quarantine, LastOutcome: r.LastOutcome, LastSuccess: r.LastSuccess, History: r.History,
+	}
+	switch {
+	case st.live != nil && st.evd != nil:
+		js.Holder = holder(job, st.evd, at.Add(s.ttlLeft(ctx, st.live.Lease)), at)
+		js.State = leasestore.StateRunning
+	case st.crashed():
+		ev := st.evd
+		js.Crashed = &leasestore.Crash{Job: job, Holder: ev.Holder, Host: ev.Host, PID: ev.PID, Token: ev.Token,
+			Command: ev.Command, StartedAt: ev.Started, StaleSince: at, DetectedAt: at, Crashes: r.Crashes + 1}
+		js.State = leasestore.StateCrashed
+	}
+	if r.Quarantine != nil {
+		js.State = leasestore.StateQuarantined
+	}
+	return js, nil
+}
+
+// holder describes the run of evidence ev as a live lease.
+func holder(job string, ev *evidence, expires, readAt time.Time) *leasestore.Holder {
+	return &leasestore.Holder{Job: job, Worker: ev.Holder, Host: ev.Host, PID: ev.PID, Token: ev.Token, Attempt: ev.Attempt,
+		Command: ev.Command, StartedAt: ev.Started, ExpiresAt: expires, ReadAt: readAt}
+}
+
+// CheckToken returns nil when token is job's current token and its lease is
+// live; see leasestore.Operator.
+func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
+	states, err := s.read(ctx, "check token", job)
+	if err != nil {
+		return err
+	}
+	st := states[0]
+	current := st.rec.LastToken
+	live := st.live != nil && st.liveToken == current && st.evd != nil && st.evd.Token == current
+	if token == current && live {
+		return nil
+	}
+	return &leasestore.StaleTokenError{Job: job, Token: token, Current: current, Live: live}
+}

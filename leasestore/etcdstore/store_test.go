@@ -1,0 +1,369 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasectl/leasectl/internal/etcdtest"
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/storetest"
+)
+
+// testEtcd is the package's shared single-member etcd, started by
+// TestMain; testEtcdErr says why it is missing.
+var (
+	testEtcd    *etcdtest.Cluster
+	testEtcdErr error
+)
+
+func TestMain(m *testing.M) {
+	testEtcd, testEtcdErr = etcdtest.Start(etcdtest.Options{})
+	code := m.Run()
+	if testEtcd != nil {
+		if err := testEtcd.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(code)
+}
+
+// sharedEtcd returns the package's etcd, failing the test when it could not
+// be started.
+func sharedEtcd(t testing.TB) *etcdtest.Cluster {
+	t.Helper()
+	if testEtcdErr != nil {
+		t.Fatalf("test etcd: %v", testEtcdErr)
+	}
+	return testEtcd
+}
+
+var namespaces atomic.Int64
+
+// freshNamespace is a namespace no other test uses.
+func freshNamespace() string { return fmt.Sprintf("et%d", namespaces.Add(1)) }
+
+// openEtcd opens a client closed when the test ends.
+func openEtcd(t testing.TB, rawURL, namespace string) *Store {
+	t.Helper()
+	s, err := Open(rawURL, namespace)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", leasestore.Redact(rawURL), err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// deletePrefix deletes every key of namespace ns, as an operator's
+// `etcdctl del --prefix` would; the etcd leases stay.
+func deletePrefix(t testing.TB, c *etcdtest.Cluster, ns string) {
+	t.Helper()
+	p := []byte(ns + "#")
+	end := []byte(ns + "$") // '#' + 1
+	if err := c.Members[0].Do(context.Background(), "/v3/kv/deleterange", map[string]any{"key": p, "range_end": end}, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// harness makes each test's store in a namespace of its own on c; a wipe
+// deletes the namespace's keys.
+type harness struct{ c *etcdtest.Cluster }
+
+func (h harness) NewStore(testing.TB) storetest.Fixture {
+	ns := freshNamespace()
+	return storetest.Fixture{
+		Open: func(t testing.TB) leasestore.Store { return openEtcd(t, h.c.URL(), ns) },
+		Wipe: func(t testing.TB) { deletePrefix(t, h.c, ns) },
+	}
+}
+
+func (harness) Abilities() storetest.Abilities {
+	return storetest.Abilities{Wipe: true, MinTTL: minTTL, CommonHistoryWords: true}
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, harness{sharedEtcd(t)})
+}
+
+// call bounds a call the way the supervisor does.
+func call(t *testing.T, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return c
+}
+
+// enableAuth turns on etcd's authentication on c with a root user and a
+// least-privilege user app (password apppw) whose role may read and write
+// only namespace ns's keys, as docs/etcd.md tells operators to set it up.
+func enableAuth(t *testing.T, c *etcdtest.Cluster, rootPassword, ns string) {
+	t.Helper()
+	m := c.Members[0]
+	prefix := []byte(ns + "#")
+	end := []byte(ns + "$")
+	for _, step := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v3/auth/user/add", map[string]any{"name": "root", "password": rootPassword}},
+		{"/v3/auth/user/grant", map[string]any{"user": "root", "role": "root"}},
+		{"/v3/auth/role/add", map[string]any{"name": "leasectl-" + ns}},
+		{"/v3/auth/role/grant", map[string]any{"name": "leasectl-" + ns, "perm": map[string]any{"permType": "READWRITE", "key": prefix, "range_end": end}}},
+		{"/v3/auth/user/add", map[string]any{"name": "app", "password": "apppw"}},
+		{"/v3/auth/user/grant", map[string]any{"user": "app", "role": "leasectl-" + ns}},
+		{"/v3/auth/enable", map[string]any{}},
+	} {
+		if err := m.Do(t.Context(), step.path, step.body, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestEtcdAuth(t *testing.T) {
+	c, err := etcdtest.Start(etcdtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	const rootPassword = "r00t-Pa55"
+	ns := freshNamespace()
+	enableAuth(t, c, rootPassword, ns)
+	host := c.Endpoints()
+
+	t.Run("least-privilege role", func(t *testing.T) {
+		s := openEtcd(t, "etcd://app:apppw@"+host, ns)
+		l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
+		if err := s.Renew(call(t, storetest.HangGuard), l); err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+		storetest.Release(t, s, l, leasestore.ResultCompleted)
+		if _, err := s.Scan(call(t, storetest.HangGuard)); err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		if _, err := s.Leases(call(t, storetest.HangGuard)); err != nil {
+			t.Fatalf("Leases: %v", err)
+		}
+		sub, err := s.Subscribe(call(t, storetest.HangGuard), "job")
+		if err != nil {
+			t.Fatalf("Subscribe: %v", err)
+		}
+		sub.Close()
+	})
+	t.Run("another namespace is denied", func(t *testing.T) {
+		s := openEtcd(t, "etcd://app:apppw@"+host, ns+"x")
+		_, err := s.Acquire(call(t, storetest.HangGuard), storetest.Request("job", "w1", storetest.LongTTL))
+		storetest.WantUnavailable(t, err, "etcd denies leasectl a key it needs", "apppw")
+	})
+	for name, url := range map[string]string{
+		"wrong password": "etcd://root:wr0ng-Pa55@" + host,
+		"unknown user":   "etcd://nobody:" + rootPassword + "@" + host,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := openEtcd(t, url, ns)
+			_, err := s.Acquire(call(t, storetest.HangGuard), storetest.Request("job", "w1", storetest.LongTTL))
+			storetest.WantUnavailable(t, err, "etcd refused the credentials", rootPassword, "wr0ng-Pa55")
+		})
+	}
+	t.Run("no credentials", func(t *testing.T) {
+		s := openEtcd(t, "etcd://"+host, ns)
+		_, err := s.Acquire(call(t, storetest.HangGuard), storetest.Request("job", "w1", storetest.LongTTL))
+		storetest.WantUnavailable(t, err, "etcd requires a user and password")
+	})
+}
+
+func TestEtcdUnreachable(t *testing.T) {
+	c, err := etcdtest.Start(etcdtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := c.URL()
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = openEtcd(t, url, "ns").Acquire(call(t, storetest.HangGuard), storetest.Request("job", "w1", storetest.LongTTL))
+	storetest.WantUnavailable(t, err, "cannot connect to etcd at "+c.Endpoints())
+}
+
+// TestEtcdFailsOverToTheNextEndpoint lists a dead endpoint first: calls go
+// on to the next member.
+func TestEtcdFailsOverToTheNextEndpoint(t *testing.T) {
+	dead, err := etcdtest.Start(etcdtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	s := openEtcd(t, "etcd://"+dead.Endpoints()+","+sharedEtcd(t).Endpoints(), freshNamespace())
+	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
+	storetest.Release(t, s, l, leasestore.ResultCompleted)
+}
+
+func TestEtcdFrozenMemberReturnsAtDeadline(t *testing.T) {
+	c, err := etcdtest.Start(etcdtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	s := openEtcd(t, c.URL(), "ns")
+	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
+	if err := c.Members[0].Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Members[0].Thaw() })
+	const deadline = 300 * time.Millisecond
+	calls := map[string]func(ctx context.Context) error{
+		"renew": func(ctx context.Context) error { return s.Renew(ctx, l) },
+		"acquire on a new client": func(ctx context.Context) error {
+			_, err := openEtcd(t, c.URL(), "ns").Acquire(ctx, storetest.Request("other", "w2", storetest.LongTTL))
+			return err
+		},
+		"subscribe": func(ctx context.Context) error {
+			sub, err := s.Subscribe(ctx, "job")
+			if err == nil {
+				sub.Close()
+			}
+			return err
+		},
+	}
+	for name, do := range calls {
+		t.Run(name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() { done <- do(call(t, deadline)) }()
+			select {
+			case err := <-done:
+				storetest.WantUnavailable(t, err, "etcd")
+			case <-time.After(storetest.HangGuard):
+				t.Fatalf("call still blocked %s after its %s deadline", storetest.HangGuard, deadline)
+			}
+		})
+	}
+}
+
+// TestEtcdRenewRefusedAfterTheKeysWereDeleted deletes a held job's keys by
+// hand: its etcd leases live on, but the renewal must not pass for holding
+// the job, which another run can now acquire.
+func TestEtcdRenewRefusedAfterTheKeysWereDeleted(t *testing.T) {
+	c := sharedEtcd(t)
+	ns := freshNamespace()
+	s := openEtcd(t, c.URL(), ns)
+	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
+	deletePrefix(t, c, ns)
+	if err := s.Renew(call(t, storetest.HangGuard), l); !errors.Is(err, leasestore.ErrLeaseLost) {
+		t.Fatalf("Renew after the job's keys were deleted = %v, want ErrLeaseLost", err)
+	}
+	next := storetest.Acquire(t, openEtcd(t, c.URL(), ns), storetest.Request("job", "w2", storetest.LongTTL))
+	if next.Token <= l.Token {
+		t.Fatalf("token %d after the keys were deleted, want above %d", next.Token, l.Token)
+	}
+}
+
+// TestEtcdScanFollowsTheRunsThatEnded checks that a scan after the first
+// reads only the liveness deletions since the last one: evidence written
+// by hand without any liveness (which no deletion announces) is not seen
+// until etcd compacted the revisions since the mark, when the scan falls
+// back to reading every key.
+func TestEtcdScanFollowsTheRunsThatEnded(t *testing.T) {
+	c := sharedEtcd(t)
+	ns := freshNamespace()
+	s := openEtcd(t, c.URL(), ns)
+	scan := func(want ...string) {
+		t.Helper()
+		found, err := s.Scan(call(t, storetest.HangGuard))
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		var jobs []string
+		for _, f := range found {
+			jobs = append(jobs, f.Job)
+		}
+		slices.Sort(jobs)
+		if !slices.Equal(jobs, want) {
+			t.Fatalf("Scan counted the crashes of %v, want %v", jobs, want)
+		}
+	}
+	scan() // the first: reads every key, and leaves the mark
+
+	crashed := storetest.Request("crashed", "w1", minTTL)
+	storetest.Acquire(t, s, crashed)
+	storetest.Release(t, s, storetest.Acquire(t, s, storetest.Request("released", "w2", storetest.LongTTL)), leasestore.ResultCompleted)
+	storetest.Acquire(t, s, storetest.Request("running", "w3", storetest.LongTTL))
+	ev, err := json.Marshal(evidence{Holder: "w4", Token: 1, MaxCrashes: 3, Started: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Members[0].Do(t.Context(), "/v3/kv/put", map[string]any{"key": s.key(kindEvidence, "by-hand"), "value": ev}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for guard := time.Now().Add(storetest.HangGuard); storetest.Status(t, s, "crashed").State != leasestore.StateCrashed; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(guard) {
+			t.Fatal("the crashed run's lease never expired")
+		}
+	}
+	scan("crashed")
+	scan()
+
+	// Writes past the mark, then a compaction past them.
+	storetest.Acquire(t, s, storetest.Request("past-the-mark", "w5", storetest.LongTTL))
+	var st struct {
+		Header struct {
+			Revision int64 `json:"revision,string"`
+		} `json:"header"`
+	}
+	if err := c.Members[0].Do(t.Context(), "/v3/kv/range", map[string]any{"key": []byte("x")}, &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Members[0].Do(t.Context(), "/v3/kv/compaction", map[string]any{"revision": st.Header.Revision}, nil); err != nil {
+		t.Fatal(err)
+	}
+	scan("by-hand")
+}
+
+// TestEtcdSubscriptionSurvivesRestarts restarts the member under a
+// subscription several times: each time its watch stream breaks and is
+// opened again from the revision after the last it reported, so releases
+// made while it reconnects are delivered too. Each broken stream also wakes
+// the waiter once, in case it missed something; a wake-up left over from
+// those can stand for one release, not for two.
+func TestEtcdSubscriptionSurvivesRestarts(t *testing.T) {
+	c, err := etcdtest.Start(etcdtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	s := openEtcd(t, c.URL(), "ns")
+	sub, err := s.Subscribe(call(t, storetest.HangGuard), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := c.Members[0].Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		select {
+		case <-sub.Released(): // a wake-up left over from the restarts
+		default:
+		}
+		storetest.Release(t, s, storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL)), leasestore.ResultCompleted)
+		select {
+		case <-sub.Released():
+		case <-time.After(storetest.HangGuard):
+			t.Fatalf("release %d after three restarts was not delivered", i+1)
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- sub.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(storetest.HangGuard):
+		t.Fatal("Close hangs")
+	}
+}

@@ -1,0 +1,156 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// Reconnection of a broken watch: the first try comes after
+// minWatchRetry, doubling up to maxWatchRetry, so that a member restart is
+// noticed quickly and a cluster that is down is not hammered.
+const (
+	minWatchRetry = 50 * time.Millisecond
+	maxWatchRetry = time.Second
+)
+
+// Subscribe starts delivering job's release notifications; see
+// leasestore.Leaser. It opens one etcd watch stream over the job's
+// liveness, evidence and quarantine keys that reports their deletions
+// (a release, a lease that expired, a crash counted, a quarantine released)
+// and returns once etcd confirmed all three watches: every deletion after
+// that revision is delivered. A stream that breaks is opened again from
+// the revision after the last one it reported, so nothing in between is
+// lost (unlike pub/sub), and the waiter is woken once in case it was.
+func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
+	wctx, cancel := context.WithCancel(context.Background())
+	sub := &subscription{s: s, job: job, released: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	created := make(chan error, 1)
+	go sub.run(wctx, created)
+	select {
+	case err := <-created:
+		if err != nil {
+			cancel()
+			<-sub.done
+			return nil, s.unavailable("subscribe", err)
+		}
+		return sub, nil
+	case <-ctx.Done():
+		cancel()
+		<-sub.done
+		return nil, s.unavailable("subscribe", ctx.Err())
+	}
+}
+
+// subscription turns the deletions a watch reports into coalesced
+// wake-ups.
+type subscription struct {
+	s        *Store
+	job      string
+	released chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// run watches until the subscription is closed, reporting on created the
+// outcome of the first stream's creation, once.
+func (w *subscription) run(ctx context.Context, created chan<- error) {
+	defer close(w.done)
+	var once sync.Once
+	report := func(err error) { once.Do(func() { created <- err }) }
+	var next int64 // the revision the next stream starts from; 0: now
+	retry := minWatchRetry
+	for first := true; ; first = false {
+		rev, err := w.watch(ctx, next, func() { report(nil) })
+		if first && err != nil && rev == 0 {
+			report(err)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if rev > 0 {
+			next, retry = rev+1, minWatchRetry
+		}
+		w.wake()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+		retry = min(2*retry, maxWatchRetry)
+	}
+}
+
+// watch runs one watch stream from revision start (0: the current one) and
+// returns the last revision it reported, when the stream ends. It calls
+// created once the three watches are in place.
+func (w *subscription) watch(ctx context.Context, start int64, created func()) (int64, error) {
+	var body []byte
+	for _, kind := range []string{kindLive, kindEvidence, kindQuarantined} {
+		b, err := json.Marshal(watchRequest{Create: &watchCreate{Key: w.s.key(kind, w.job), StartRevision: start, Filters: []string{"NOPUT"}}})
+		if err != nil {
+			return 0, err
+		}
+		body = append(body, b...)
+	}
+	stream, err := w.s.c.stream(ctx, "/v3/watch", body)
+	if err != nil {
+		return 0, err
+	}
+	defer stream.Close()
+	dec := json.NewDecoder(stream)
+	var last int64
+	pending := 3 // watches not yet confirmed
+	for {
+		var msg watchResponse
+		if err := dec.Decode(&msg); err != nil {
+			return last, err
+		}
+		if msg.Error != nil {
+			return last, msg.Error
+		}
+		r := msg.Result
+		if r == nil {
+			return last, errUnexpected
+		}
+		if r.Canceled {
+			// Compacted past start, or refused: start afresh from now.
+			return 0, fmt.Errorf("watch cancelled (compacted at revision %d)", r.CompactRevision)
+		}
+		if r.Created {
+			last = max(last, r.Header.Revision)
+			if pending--; pending == 0 {
+				created()
+			}
+			continue
+		}
+		for _, e := range r.Events {
+			last = max(last, e.KV.ModRevision)
+		}
+		if len(r.Events) > 0 {
+			w.wake()
+		}
+	}
+}
+
+func (w *subscription) wake() {
+	select {
+	case w.released <- struct{}{}:
+	default:
+	}
+}
+
+// Released receives a value after a release; values coalesce.
+func (w *subscription) Released() <-chan struct{} { return w.released }
+
+// Close stops the watch and closes its stream.
+func (w *subscription) Close() error {
+	w.cancel()
+	<-w.done
+	return nil
+}

@@ -1,0 +1,308 @@
+package httpstore_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/leasectl/leasectl/internal/registrytest"
+	"github.com/leasectl/leasectl/internal/testcert"
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/boltstore"
+	"github.com/leasectl/leasectl/leasestore/httpstore"
+	"github.com/leasectl/leasectl/leasestore/storetest"
+	"github.com/leasectl/leasectl/registry"
+)
+
+func TestOpenURLs(t *testing.T) {
+	certs, err := testcert.Generate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		url    string
+		opts   httpstore.Options
+		reason string // "": valid
+	}{
+		{"https://registry.internal:8443", httpstore.Options{}, ""},
+		{"https://registry.internal:8443/leasectl/?region=us-east-1", httpstore.Options{CAFile: certs.CA}, ""},
+		{"http://127.0.0.1:8080", httpstore.Options{}, ""},
+		{"http://[::1]:8080", httpstore.Options{}, ""},
+		{"http://localhost:8080", httpstore.Options{}, ""},
+		{"http://registry.internal:8080", httpstore.Options{}, "only to a loopback address"},
+		{"http://10.0.0.1:8080", httpstore.Options{}, "only to a loopback address"},
+		{"https://:token@registry.internal", httpstore.Options{}, "LEASECTL_TOKEN"},
+		{"https://registry.internal?timeout=5s", httpstore.Options{}, `unknown parameter "timeout"`},
+		{"https://registry.internal?region=us%20east", httpstore.Options{}, "region"},
+		{"https:///nohost", httpstore.Options{}, "no host"},
+		{"https://registry.internal", httpstore.Options{CAFile: filepath.Join(t.TempDir(), "missing.pem")}, "LEASECTL_CA_FILE"},
+		{"https://registry.internal", httpstore.Options{CAFile: certs.ServerKey}, "no PEM certificate"},
+		{"https://registry.internal", httpstore.Options{ClientCert: certs.ClientCert}, "LEASECTL_CLIENT_KEY"},
+		{"https://registry.internal", httpstore.Options{ClientCert: certs.ClientCert, ClientKey: certs.ClientKey}, ""},
+	}
+	for _, tc := range tests {
+		s, err := httpstore.Open(tc.url, "leasectl", tc.opts)
+		if tc.reason == "" {
+			if err != nil {
+				t.Errorf("Open(%s): %v", tc.url, err)
+			} else {
+				s.Close()
+			}
+			continue
+		}
+		var ue *leasestore.URLError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.reason) {
+			t.Errorf("Open(%s) = %v, want a URLError saying %q", tc.url, err, tc.reason)
+		}
+		if err != nil && strings.Contains(err.Error(), ":token@") {
+			t.Errorf("the error %q shows the password", err)
+		}
+	}
+}
+
+// wantAuthError checks the one line a command would print: the store is
+// unavailable (exit 69), and the line names authentication or the role.
+func wantAuthError(t *testing.T, err error, status int, says ...string) {
+	t.Helper()
+	var ae *httpstore.AuthError
+	if !errors.Is(err, leasestore.ErrUnavailable) || !errors.As(err, &ae) || ae.Status != status {
+		t.Fatalf("got %v, want an unavailable store caused by a %d AuthError", err, status)
+	}
+	for _, s := range says {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%q does not say %q", err, s)
+		}
+	}
+}
+
+func TestAuthErrors(t *testing.T) {
+	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registrytest.Start(t, backend, "leasectl")
+	req := storetest.Request("job", "w", time.Minute)
+
+	_, err = reg.Open(t, "leasectl", "").Acquire(storetest.Ctx(t), req)
+	wantAuthError(t, err, http.StatusUnauthorized, "authentication", "no bearer token", "LEASECTL_TOKEN")
+	_, err = reg.Open(t, "leasectl", "a-token-the-registry-does-not-know").Acquire(storetest.Ctx(t), req)
+	wantAuthError(t, err, http.StatusUnauthorized, "authentication", "LEASECTL_TOKEN")
+	if strings.Contains(err.Error(), "a-token-the-registry-does-not-know") {
+		t.Errorf("the error %q shows the token", err)
+	}
+	_, err = reg.Open(t, "leasectl", registrytest.WorkerToken).Scan(storetest.Ctx(t))
+	wantAuthError(t, err, http.StatusForbidden, "role worker", "operator")
+	_, err = reg.Open(t, "leasectl", registrytest.ReaderToken).Acquire(storetest.Ctx(t), req)
+	wantAuthError(t, err, http.StatusForbidden, "role reader", "worker")
+
+	// Another namespace than the registry's is refused, not served from
+	// the wrong one.
+	_, err = reg.Open(t, "team-b", registrytest.WorkerToken).Acquire(storetest.Ctx(t), req)
+	if !errors.Is(err, leasestore.ErrUnavailable) || !strings.Contains(err.Error(), "namespace") {
+		t.Errorf("another namespace: %v", err)
+	}
+}
+
+// Renew makes one attempt, and returns by its ctx's deadline when the
+// registry does not answer: the supervisor's safety window counts from
+// before the call.
+func TestRenewReturnsByItsDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan struct{})
+	var requests atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		select {
+		case <-held:
+		case <-r.Context().Done():
+		}
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { close(held); srv.Close() })
+
+	s, err := httpstore.Open("http://"+ln.Addr().String(), "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const bound = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	start := time.Now()
+	err = s.Renew(ctx, &leasestore.Lease{Job: "j", Holder: "w", Token: 1, TTL: time.Second})
+	took := time.Since(start)
+	if !errors.Is(err, leasestore.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Renew against a registry that does not answer: %v, want unavailable at the deadline", err)
+	}
+	if took > bound+200*time.Millisecond {
+		t.Errorf("Renew bounded by %s returned after %s", bound, took)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("Renew sent %d requests, want exactly one", n)
+	}
+}
+
+// A release sent again after its answer was lost gets the first answer
+// (its Idempotency-Key is the lease's and the outcome's), not
+// ErrLeaseLost; a release of the same lease with another outcome is
+// refused.
+func TestReleaseRetriedGetsTheFirstAnswer(t *testing.T) {
+	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registrytest.Start(t, backend, "leasectl")
+	s := reg.Open(t, "leasectl", registrytest.WorkerToken)
+	l := storetest.Acquire(t, s, storetest.Request("job", "w", time.Minute))
+	out := storetest.Outcome(leasestore.ResultCompleted)
+	for i := range 2 {
+		if err := s.Release(storetest.Ctx(t), l, out); err != nil {
+			t.Fatalf("release %d: %v", i+1, err)
+		}
+	}
+	if err := s.Release(storetest.Ctx(t), l, storetest.Outcome(leasestore.ResultFailed)); !errors.Is(err, leasestore.ErrLeaseLost) {
+		t.Errorf("a release of a released lease with another outcome: %v, want ErrLeaseLost", err)
+	}
+	if st := storetest.Status(t, s, "job"); len(st.History) != 2 {
+		t.Errorf("history %+v, want one acquire and one release", st.History)
+	}
+}
+
+// The URL's region goes with every acquire.
+func TestRegionFromTheURL(t *testing.T) {
+	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registrytest.Start(t, backend, "leasectl")
+	open := func(region string) *httpstore.Store {
+		s, err := httpstore.Open(reg.URL+"?region="+region, "leasectl", httpstore.Options{Token: registrytest.WorkerToken, CAFile: reg.Certs.CA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	us := open("us-east-1")
+	storetest.Release(t, us, storetest.Acquire(t, us, storetest.Request("job", "a", time.Minute)), leasestore.ResultCompleted)
+	if st := storetest.Status(t, us, "job"); st.Region != "us-east-1" {
+		t.Errorf("region %q, want us-east-1 from the URL", st.Region)
+	}
+	var re *leasestore.RegionError
+	if _, err := open("eu-west-1").Acquire(storetest.Ctx(t), storetest.Request("job", "b", time.Minute)); !errors.As(err, &re) || re.Region != "us-east-1" {
+		t.Errorf("an acquire from eu-west-1: %v, want a RegionError naming us-east-1", err)
+	}
+}
+
+// A subscription rides out a registry restart: it is made again, and the
+// waiter woken once in case a release was missed; releases after it are
+// delivered.
+func TestSubscriptionAcrossARegistryRestart(t *testing.T) {
+	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := testcert.Generate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	serve := func(ln net.Listener) (stop func()) {
+		tokens, err := registry.ParseTokens(strings.NewReader(registrytest.TokensFile), "tokens")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := registry.New(registry.Config{Store: backend, Namespace: "leasectl", Tokens: tokens, Log: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tlsConf, err := registry.LoadTLS(registry.TLSFiles{Cert: certs.ServerCert, Key: certs.ServerKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx, ln, tlsConf) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("registry: %v", err)
+			}
+		}
+	}
+	stop := serve(ln)
+
+	s, err := httpstore.Open("https://"+addr, "leasectl", httpstore.Options{Token: registrytest.WorkerToken, CAFile: certs.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sub, err := s.Subscribe(storetest.Ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	awaitWake := func(what string) {
+		t.Helper()
+		select {
+		case <-sub.Released():
+		case <-time.After(storetest.HangGuard * 2):
+			t.Fatalf("no wake-up after %s", what)
+		}
+	}
+
+	stop() // the long-poll in progress is answered shutting_down
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening again on %s: %v", addr, err)
+	}
+	stop = serve(ln)
+	defer func() { stop() }()
+	awaitWake("the registry restarted")
+
+	l := storetest.Acquire(t, s, storetest.Request("job", "a", time.Minute))
+	storetest.Release(t, s, l, leasestore.ResultCompleted)
+	awaitWake("a release after the restart")
+}
+
+// A redirect is not followed (it would take the bearer token elsewhere):
+// the store is unavailable, and the error says what answered.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var followed atomic.Bool
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			followed.Store(true)
+		}
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	s, err := httpstore.Open("http://"+ln.Addr().String(), "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = s.Status(storetest.Ctx(t), "job")
+	if !errors.Is(err, leasestore.ErrUnavailable) || !strings.Contains(err.Error(), "307") || followed.Load() {
+		t.Errorf("Status answered by a redirect: %v (followed: %v), want unavailable naming the 307, not followed", err, followed.Load())
+	}
+}

@@ -1,0 +1,24 @@
+// Package httpstore is leasectl's remote store: a leasestore.Store that
+// reaches any store through an execution registry (`leasectl serve`,
+// package registry) over HTTPS, for workers that may not reach the store
+// itself. It registers the https:// scheme, and http:// for a registry on
+// a loopback address only. The bearer token comes from LEASECTL_TOKEN;
+// LEASECTL_CA_FILE adds trusted roots, and LEASECTL_CLIENT_CERT with
+// LEASECTL_CLIENT_KEY present a client certificate.
+//
+// What it guarantees: the store's own guarantees, since every call is one
+// call of the store behind the registry, answered with the store's answer
+// (typed refusals keep their data); every call returns by its ctx's
+// deadline, with no retry of its own that could outlive it (the HTTP
+// transport may send a request again on a fresh connection when the one it
+// picked turned out dead, within the same deadline; Acquire may be asked
+// again because it is idempotent for its holder); Release is sent with an
+// Idempotency-Key derived from the lease and outcome, so that a retry
+// after a lost answer gets the first answer instead of ErrLeaseLost.
+//
+// What it does not guarantee: that an ErrUnavailable call did not happen
+// (as with any store); delivery of release notifications, which are best
+// effort as every store's are: a subscription lives in one registry
+// process, and when the registry restarts the subscription is made again
+// and the waiter woken once, in case a release was missed.
+package httpstore

@@ -1,0 +1,296 @@
+package httpstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/registry/api"
+)
+
+// Store is a leasestore.Store reached through a registry.
+type Store struct {
+	base      *url.URL
+	display   string // the registry's URL, for messages
+	client    *http.Client
+	transport *http.Transport
+	token     string
+	namespace string
+	region    string
+}
+
+var _ leasestore.Store = (*Store)(nil)
+
+// AuthError is the registry's refusal of the caller's credentials (401)
+// or of its role (403). It reaches callers wrapped in a
+// *leasestore.UnavailableError: the store could not be used, and a
+// command exits 69 with a line naming the cause.
+type AuthError struct {
+	Registry string
+	// Status is 401 (authentication) or 403 (the role may not).
+	Status int
+	// Role and Required are the token's role and the least role the
+	// operation needs (403 only).
+	Role, Required string
+	Message        string
+	// NoToken is set when the caller had no token to send.
+	NoToken bool
+}
+
+// Error names authentication or the role.
+func (e *AuthError) Error() string {
+	switch {
+	case e.Status == http.StatusForbidden:
+		return fmt.Sprintf("registry %s refused the request: the token's role %s may not do it (it needs the %s role)", e.Registry, e.Role, e.Required)
+	case e.NoToken:
+		return fmt.Sprintf("registry %s refused authentication: no bearer token (set %s)", e.Registry, EnvToken)
+	default:
+		return fmt.Sprintf("registry %s refused authentication: %s (check %s against the registry's tokens file)", e.Registry, e.Message, EnvToken)
+	}
+}
+
+// Close closes the idle connections to the registry.
+func (s *Store) Close() error {
+	s.transport.CloseIdleConnections()
+	return nil
+}
+
+// call is one request to the registry.
+type call struct {
+	op     string // for errors: "acquire"
+	method string
+	path   string // api.Path*, with any job or subscription ID escaped in it (escapeSegment)
+	query  url.Values
+	body   any
+	// key, when not empty, is sent as the Idempotency-Key.
+	key string
+}
+
+// do sends c, bounded by ctx, and decodes a 2xx answer into out (nil: none).
+// A refusal of the store comes back as its leasestore error; anything else
+// that keeps the call from being answered is a *leasestore.UnavailableError.
+func (s *Store) do(ctx context.Context, c call, out any) error {
+	var body io.Reader
+	if c.body != nil {
+		b, err := json.Marshal(c.body)
+		if err != nil {
+			return &leasestore.UnavailableError{Op: c.op, Err: err}
+		}
+		body = bytes.NewReader(b)
+	}
+	target := s.base.String() + c.path
+	if len(c.query) > 0 {
+		target += "?" + c.query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, c.method, target, body)
+	if err != nil {
+		return &leasestore.UnavailableError{Op: c.op, Err: err}
+	}
+	h := req.Header
+	h.Set("Accept", "application/json")
+	if c.body != nil {
+		h.Set("Content-Type", "application/json")
+	}
+	if s.token != "" {
+		h.Set("Authorization", "Bearer "+s.token)
+	}
+	h.Set(api.HeaderNamespace, s.namespace)
+	if deadline, ok := ctx.Deadline(); ok {
+		h.Set(api.HeaderTimeout, strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10))
+	}
+	if c.key != "" {
+		h.Set(api.HeaderIdempotencyKey, c.key)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the URL is named below, once
+		}
+		return &leasestore.UnavailableError{Op: c.op, Err: fmt.Errorf("registry %s: %w", s.display, err)}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return &leasestore.UnavailableError{Op: c.op, Err: fmt.Errorf("registry %s: reading the answer: %w", s.display, err)}
+	}
+	if resp.StatusCode/100 == 2 {
+		if out == nil {
+			return nil
+		}
+		if err := json.Unmarshal(data, out); err != nil {
+			return &leasestore.UnavailableError{Op: c.op, Err: fmt.Errorf("registry %s: a %d answer that is not the API's: %w", s.display, resp.StatusCode, err)}
+		}
+		return nil
+	}
+	return s.refusal(c.op, resp.StatusCode, data)
+}
+
+// maxAnswer bounds an answer read from the registry: a listing of every
+// live lease of a large fleet fits.
+const maxAnswer = 256 << 20
+
+// refusal turns a non-2xx answer into the store error it stands for.
+func (s *Store) refusal(op string, status int, data []byte) error {
+	var eb api.ErrorBody
+	if err := json.Unmarshal(data, &eb); err != nil || eb.Error == nil || eb.Error.Code == "" {
+		// Not the registry's error shape: a proxy in between, or no
+		// registry at all.
+		snippet := string(data)
+		if len(snippet) > 200 {
+			snippet = snippet[:200]
+		}
+		return &leasestore.UnavailableError{Op: op, Err: fmt.Errorf("registry %s answered %d %s: %q", s.display, status, http.StatusText(status), snippet)}
+	}
+	e := eb.Error
+	switch e.Code {
+	case api.CodeUnauthenticated:
+		return &leasestore.UnavailableError{Op: op, Err: &AuthError{Registry: s.display, Status: http.StatusUnauthorized, Message: e.Message, NoToken: s.token == ""}}
+	case api.CodeForbidden:
+		return &leasestore.UnavailableError{Op: op, Err: &AuthError{Registry: s.display, Status: http.StatusForbidden, Role: e.Role, Required: e.RequiredRole, Message: e.Message}}
+	}
+	if err := e.StoreError(); err != nil {
+		return err
+	}
+	return &leasestore.UnavailableError{Op: op, Err: fmt.Errorf("registry %s: %w", s.display, e)}
+}
+
+// escapeSegment escapes a job ID as the last segment of a path: a '/' in
+// it must not separate segments, and a job ID of "." or ".." must not be
+// taken for a relative path.
+func escapeSegment(id string) string {
+	if id == "." || id == ".." {
+		return strings.ReplaceAll(id, ".", "%2E")
+	}
+	return url.PathEscape(id)
+}
+
+// randomKey is a fresh Idempotency-Key.
+func randomKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Acquire grants the lease on req.Job; see leasestore.Store. The request
+// names the store URL's region unless req names one. It carries an
+// Idempotency-Key, so that the HTTP transport may send it again on a fresh
+// connection; the store answers a repeated acquire by the holder with the
+// same lease.
+func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+	if req.Region == "" {
+		req.Region = s.region
+	}
+	var l api.Lease
+	err := s.do(ctx, call{op: "acquire", method: http.MethodPost, path: api.PathAcquire, body: api.FromAcquireRequest(req), key: randomKey()}, &l)
+	if err != nil {
+		return nil, err
+	}
+	return l.ToStore(req), nil
+}
+
+// Renew extends l's lease; see leasestore.Store. It is sent once, bounded
+// by ctx: the supervisor counts its safety window from before the call,
+// whatever happens in it.
+func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
+	return s.do(ctx, call{op: "renew", method: http.MethodPost, path: api.PathHeartbeat,
+		body: api.HeartbeatRequest{JobID: l.Job, WorkerID: l.Holder, FencingToken: l.Token, TTLMS: api.MS(l.TTL)}}, nil)
+}
+
+// Release ends l with out; see leasestore.Store. Its Idempotency-Key is
+// derived from the lease and the outcome, so a release sent again after
+// its answer was lost gets that answer rather than ErrLeaseLost.
+func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
+	body := api.FromRelease(l, out)
+	b, _ := json.Marshal(body)
+	sum := sha256.Sum256(b)
+	return s.do(ctx, call{op: "release", method: http.MethodPost, path: api.PathRelease, body: body,
+		key: "release-" + hex.EncodeToString(sum[:16])}, nil)
+}
+
+// Scan runs the reaper's pass in the store; see leasestore.Store.
+func (s *Store) Scan(ctx context.Context) ([]leasestore.Crash, error) {
+	var r api.ScanResult
+	if err := s.do(ctx, call{op: "scan", method: http.MethodPost, path: api.PathScan, body: struct{}{}, key: randomKey()}, &r); err != nil {
+		return nil, err
+	}
+	crashes := make([]leasestore.Crash, 0, len(r.Crashes))
+	for _, c := range r.Crashes {
+		crashes = append(crashes, c.ToStore())
+	}
+	return crashes, nil
+}
+
+// Quarantined lists the quarantined jobs; see leasestore.Store.
+func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error) {
+	var r api.QuarantinedJobs
+	if err := s.do(ctx, call{op: "list quarantined", method: http.MethodGet, path: api.PathQuarantined}, &r); err != nil {
+		return nil, err
+	}
+	var list []leasestore.Quarantine
+	for _, q := range r.Jobs {
+		list = append(list, q.ToStore())
+	}
+	return list, nil
+}
+
+// Quarantine puts job in quarantine; see leasestore.Store.
+func (s *Store) Quarantine(ctx context.Context, job string, note leasestore.Note) error {
+	return s.do(ctx, call{op: "quarantine", method: http.MethodPost, path: api.PathQuarantine,
+		body: api.NoteRequest{JobID: job, By: note.By, Reason: note.Reason}, key: randomKey()}, nil)
+}
+
+// ReleaseQuarantine lets job run again; see leasestore.Store.
+func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasestore.Note) error {
+	return s.do(ctx, call{op: "release quarantine", method: http.MethodPost, path: api.PathUnquarantine,
+		body: api.NoteRequest{JobID: job, By: note.By, Reason: note.Reason}, key: randomKey()}, nil)
+}
+
+// Status reports job's state; see leasestore.Store.
+func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, error) {
+	var st api.JobStatus
+	if err := s.do(ctx, call{op: "status", method: http.MethodGet, path: api.PathStatus + escapeSegment(job)}, &st); err != nil {
+		return nil, err
+	}
+	return st.ToStore(), nil
+}
+
+// Leases lists the live leases; see leasestore.Store.
+func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
+	var r api.Leases
+	if err := s.do(ctx, call{op: "list leases", method: http.MethodGet, path: api.PathLeases}, &r); err != nil {
+		return nil, err
+	}
+	var list []leasestore.Holder
+	for _, h := range r.Leases {
+		list = append(list, h.ToStore())
+	}
+	return list, nil
+}
+
+// Counts returns the store-wide gauges; see leasestore.Store.
+func (s *Store) Counts(ctx context.Context) (leasestore.Counts, error) {
+	var c api.Counts
+	if err := s.do(ctx, call{op: "count", method: http.MethodGet, path: api.PathCounts}, &c); err != nil {
+		return leasestore.Counts{}, err
+	}
+	return leasestore.Counts{InFlight: c.InFlight, Quarantined: c.Quarantined}, nil
+}
+
+// CheckToken checks token against job's current one; see leasestore.Store.
+func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
+	q := url.Values{"job_id": {job}, "fencing_token": {strconv.FormatInt(token, 10)}}
+	return s.do(ctx, call{op: "check token", method: http.MethodGet, path: api.PathCheckToken, query: q}, nil)
+}

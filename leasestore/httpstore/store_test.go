@@ -1,0 +1,110 @@
+package httpstore_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/leasectl/leasectl/internal/redistest"
+	"github.com/leasectl/leasectl/internal/registrytest"
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/boltstore"
+	"github.com/leasectl/leasectl/leasestore/redisstore"
+	"github.com/leasectl/leasectl/leasestore/storetest"
+)
+
+// testRedis is the package's redis-server, started by TestMain; testRedisErr
+// says why it is missing.
+var (
+	testRedis    *redistest.Server
+	testRedisErr error
+)
+
+func TestMain(m *testing.M) {
+	testRedis, testRedisErr = redistest.Start(redistest.Options{})
+	code := m.Run()
+	if testRedis != nil {
+		if err := testRedis.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(code)
+}
+
+var namespaces atomic.Int64
+
+// freshNamespace is a namespace no other test uses.
+func freshNamespace() string { return fmt.Sprintf("ht%d", namespaces.Add(1)) }
+
+// embeddedHarness puts each test's registry in front of an embedded store
+// in a folder of its own.
+type embeddedHarness struct{}
+
+func (embeddedHarness) NewStore(t testing.TB) storetest.Fixture {
+	dir := t.TempDir()
+	backend, err := boltstore.Open(dir, "leasectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registrytest.Start(t, backend, "leasectl")
+	return storetest.Fixture{
+		Open: func(t testing.TB) leasestore.Store { return reg.Open(t, "leasectl", registrytest.OperatorToken) },
+		Wipe: func(t testing.TB) {
+			// The embedded store's data: one folder per namespace
+			// (leasestore/boltstore, file.go).
+			data, err := filepath.Glob(filepath.Join(dir, "*.store"))
+			if err != nil || len(data) != 1 {
+				t.Fatalf("wipe: the embedded store's folders %v (%v), want one", data, err)
+			}
+			if err := os.RemoveAll(data[0]); err != nil {
+				t.Fatalf("wipe: %v", err)
+			}
+		},
+	}
+}
+
+func (embeddedHarness) Abilities() storetest.Abilities {
+	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true}
+}
+
+// redisHarness puts each test's registry in front of the shared Redis, in a
+// namespace of its own; a wipe flushes the whole server.
+type redisHarness struct{ srv *redistest.Server }
+
+func (h redisHarness) NewStore(t testing.TB) storetest.Fixture {
+	ns := freshNamespace()
+	backend, err := redisstore.Open(h.srv.URL, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = backend.Close() })
+	reg := registrytest.Start(t, backend, ns)
+	return storetest.Fixture{
+		Open: func(t testing.TB) leasestore.Store { return reg.Open(t, ns, registrytest.OperatorToken) },
+		Wipe: func(t testing.TB) {
+			if _, err := h.srv.Do("FLUSHALL"); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+}
+
+func (redisHarness) Abilities() storetest.Abilities {
+	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true}
+}
+
+// sharedRedis returns the package's redis-server, failing the test when it
+// could not be started.
+func sharedRedis(t testing.TB) *redistest.Server {
+	t.Helper()
+	if testRedisErr != nil {
+		t.Fatalf("test redis-server: %v", testRedisErr)
+	}
+	return testRedis
+}
+
+func TestConformanceEmbedded(t *testing.T) { storetest.Run(t, embeddedHarness{}) }
+
+func TestConformanceRedis(t *testing.T) { storetest.Run(t, redisHarness{sharedRedis(t)}) }

@@ -1,0 +1,112 @@
+package pgstore
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A mutant is the store broken on purpose against one rule of the
+// conformance suite: one change to one function. TestMutantsAreCaught runs
+// the rule's subtest against each, and that subtest must fail: a suite
+// that passes a broken store proves nothing.
+type mutant struct {
+	rule     string // the storetest subtest that must catch it
+	template *string
+	old, new string // the change, which must apply exactly once
+}
+
+var mutants = map[string]mutant{
+	"grant-while-held": {"MutualExclusion", &acquireSQL,
+		"IF v_has_run AND r.live_until > v_now THEN\n    RETURN json_build_object('k', 'held'",
+		"IF false THEN\n    RETURN json_build_object('k', 'held'"},
+	"renew-after-expiry": {"Renew", &renewSQL, "IF r.live_until <= v_now THEN", "IF false THEN"},
+	"renew-keeps-evidence-expiry": {"RenewExtendsEvidence", &renewSQL,
+		", evidence_until = v_now + r.evidence_ttl\n  WHERE", "\n  WHERE"},
+	"release-any-token": {"ReleaseWithStaleTokenChangesNothing", &releaseSQL,
+		"WHERE job = p_job AND token = p_token;", "WHERE job = p_job;"},
+	"completed-keeps-crashes": {"ReleaseOutcomes", &releaseSQL,
+		"crashes = CASE WHEN v_completed THEN 0 ELSE crashes END", "crashes = crashes"},
+	"tokens-without-the-clock": {"TokensStrictlyIncrease", &acquireSQL,
+		"greatest(j.last_token + 1, @schema@._us(v_now))", "j.last_token + 1"},
+	"no-regrant": {"AcquireIdempotentForTheHolder", &acquireSQL,
+		"IF v_has_run AND r.holder = p_holder AND r.live_until > v_now THEN", "IF false THEN"},
+	"crash-kept-after-counting": {"CrashCountedOnce", &libSQL,
+		"DELETE FROM @schema@.runs r\n", "UPDATE @schema@.runs r SET job = r.job\n"},
+	"quarantine-one-late": {"QuarantineAtRunThreshold", &libSQL,
+		"j.crashes + 1 >= g.max_crashes", "j.crashes + 1 > g.max_crashes"},
+	"quarantine-since-moves": {"ManualQuarantine", &quarantineSQL,
+		"q_since = coalesce(j.q_since, v_now)", "q_since = v_now"},
+	"no-min-interval": {"MinInterval", &acquireSQL, "IF p_min_interval_us > 0 AND", "IF false AND"},
+	"history-one-too-many": {"HistoryBounded", &releaseSQL,
+		"seq <= j.events + 1 - @history@", "seq <= j.events - @history@"},
+	"leases-lists-expired": {"StatusLeasesCounts", &leasesSQL, "WHERE r.live_until > c.now", ""},
+	"evidence-counts-as-live": {"CheckToken", &checkTokenSQL,
+		"r.live_until > c.now AND r.token", "r.evidence_until > c.now AND r.token"},
+	"release-without-notify": {"Subscribe", &releaseSQL,
+		"  PERFORM pg_notify(@schema@._channel(p_job), '');\n  RETURN 'true';\nEND", "  RETURN 'true';\nEND"},
+}
+
+// failure is the first line a failed conformance test logged.
+func failure(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "storetest.go:") || strings.Contains(line, "_test.go:") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return "(no failure line)"
+}
+
+// Environment of the child test processes TestMutantsAreCaught starts.
+const (
+	mutantEnv = "PGSTORE_MUTANT" // the mutant the harness applies
+	serverEnv = "PGSTORE_SERVER" // the superuser URL of a server to share
+)
+
+// mutate applies the mutant named in the environment, if any, to
+// namespace's schema on the harness's server, after migrating it.
+func (h harness) mutate(t testing.TB, namespace string) {
+	name := os.Getenv(mutantEnv)
+	if name == "" {
+		return
+	}
+	m, ok := mutants[name]
+	if !ok {
+		t.Fatalf("no mutant %q", name)
+	}
+	if n := strings.Count(*m.template, m.old); n != 1 {
+		t.Fatalf("mutant %s: its change applies %d times, want once", name, n)
+	}
+	migrated(t, h.srv, namespace)
+	execSQL(t, h.srv, render(strings.Replace(*m.template, m.old, m.new, 1), namespace))
+}
+
+// TestMutantsAreCaught runs each mutant's rule in a child test process
+// against the mutated store and wants it to fail. It takes about a minute,
+// so it runs only with PGSTORE_MUTANTS=1 (go test -run TestMutants).
+func TestMutantsAreCaught(t *testing.T) {
+	if os.Getenv("PGSTORE_MUTANTS") != "1" || os.Getenv(mutantEnv) != "" {
+		t.Skip("set PGSTORE_MUTANTS=1 to break the store against each conformance rule")
+	}
+	srv := sharedPG(t)
+	for name, m := range mutants {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run", "^TestConformance$/^"+m.rule+"$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+name, serverEnv+"="+srv.URL)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			start := time.Now()
+			err := cmd.Run()
+			if err == nil {
+				t.Fatalf("rule %s passed against mutant %s:\n%s", m.rule, name, out.String())
+			}
+			if !strings.Contains(out.String(), "--- FAIL: TestConformance/"+m.rule) {
+				t.Fatalf("mutant %s: the child failed, but not in rule %s:\n%s", name, m.rule, out.String())
+			}
+			t.Logf("rule %s caught mutant %s in %s: %s", m.rule, name, time.Since(start).Round(time.Millisecond), failure(out.String()))
+		})
+	}
+}

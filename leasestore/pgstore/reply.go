@@ -1,0 +1,180 @@
+package pgstore
+
+import (
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// The functions answer in JSON (sql/*.sql say what each returns); these
+// are its shapes. Times are microseconds since the Unix epoch, 0 for none.
+
+// usTime is a time in microseconds since the Unix epoch; 0 is the zero time.
+func usTime(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
+}
+
+// acquireReply is acquire's answer.
+type acquireReply struct {
+	Kind        string          `json:"k"`
+	Now         int64           `json:"now"`
+	Token       int64           `json:"token"`
+	Attempt     int64           `json:"attempt"`
+	Recovered   *crashReply     `json:"recovered"`
+	Holder      string          `json:"holder"`
+	Host        string          `json:"host"`
+	PID         int             `json:"pid"`
+	Since       int64           `json:"since"`
+	Expires     int64           `json:"expires"`
+	Quarantine  quarantineReply `json:"q"`
+	LastSuccess int64           `json:"last_success"`
+}
+
+// crashReply is a crash as _crash_json describes it.
+type crashReply struct {
+	Job         string   `json:"job"`
+	Holder      string   `json:"holder"`
+	Host        string   `json:"host"`
+	PID         int      `json:"pid"`
+	Token       int64    `json:"token"`
+	Command     []string `json:"command"`
+	Started     int64    `json:"started"`
+	Stale       int64    `json:"stale"`
+	Detected    int64    `json:"detected"`
+	Crashes     int      `json:"crashes"`
+	Quarantined bool     `json:"quarantined"`
+}
+
+func (c *crashReply) crash() *leasestore.Crash {
+	return &leasestore.Crash{
+		Job: c.Job, Holder: c.Holder, Host: c.Host, PID: c.PID, Token: c.Token, Command: c.Command,
+		StartedAt: usTime(c.Started), StaleSince: usTime(c.Stale), DetectedAt: usTime(c.Detected),
+		Crashes: c.Crashes, Quarantined: c.Quarantined,
+	}
+}
+
+// quarantineReply is a quarantine as _quarantine_json describes it.
+type quarantineReply struct {
+	Job        string `json:"job"`
+	Since      int64  `json:"since"`
+	Reason     string `json:"reason"`
+	By         string `json:"by"`
+	Crashes    int    `json:"crashes"`
+	LastHolder string `json:"last_holder"`
+	LastHost   string `json:"last_host"`
+}
+
+func (q quarantineReply) quarantine() leasestore.Quarantine {
+	return leasestore.Quarantine{Job: q.Job, Crashes: q.Crashes, Since: usTime(q.Since), Reason: q.Reason, By: q.By,
+		LastHolder: q.LastHolder, LastHost: q.LastHost}
+}
+
+// scanReply is a scan batch's answer.
+type scanReply struct {
+	Examined int          `json:"examined"`
+	Crashes  []crashReply `json:"crashes"`
+}
+
+// runReply is a run as status and leases describe it.
+type runReply struct {
+	Job      string   `json:"job"`
+	Holder   string   `json:"holder"`
+	Host     string   `json:"host"`
+	PID      int      `json:"pid"`
+	Token    int64    `json:"token"`
+	Attempt  int64    `json:"attempt"`
+	Command  []string `json:"command"`
+	Started  int64    `json:"started"`
+	Expires  int64    `json:"expires"`
+	Live     bool     `json:"live"`
+	Evidence bool     `json:"evidence"`
+}
+
+func (r *runReply) holder(job string) *leasestore.Holder {
+	return &leasestore.Holder{Job: job, Worker: r.Holder, Host: r.Host, PID: r.PID, Token: r.Token, Attempt: r.Attempt,
+		Command: r.Command, StartedAt: usTime(r.Started), ExpiresAt: usTime(r.Expires)}
+}
+
+// leasesReply is leases' answer.
+type leasesReply struct {
+	Now    int64      `json:"now"`
+	Leases []runReply `json:"leases"`
+}
+
+// statusReply is status's answer.
+type statusReply struct {
+	Now int64 `json:"now"`
+	Job *struct {
+		LastToken   int64            `json:"last_token"`
+		Attempts    int64            `json:"attempts"`
+		Crashes     int              `json:"crashes"`
+		MaxCrashes  int              `json:"max_crashes"`
+		LastSuccess int64            `json:"last_success"`
+		Quarantine  *quarantineReply `json:"q"`
+		Outcome     *struct {
+			Result     string `json:"result"`
+			ExitCode   int    `json:"exit_code"`
+			Signal     int    `json:"signal"`
+			DurationNS int64  `json:"duration_ns"`
+			Reason     string `json:"reason"`
+			Worker     string `json:"worker"`
+			Token      int64  `json:"token"`
+			Finished   int64  `json:"finished"`
+		} `json:"o"`
+	} `json:"job"`
+	Run     *runReply `json:"run"`
+	History []struct {
+		At     int64  `json:"at"`
+		Kind   string `json:"kind"`
+		Worker string `json:"worker"`
+		Token  int64  `json:"token"`
+		Detail string `json:"detail"`
+	} `json:"history"`
+}
+
+// status is the JobStatus the answer describes.
+func (r *statusReply) status(job string) *leasestore.JobStatus {
+	now := usTime(r.Now)
+	st := &leasestore.JobStatus{Job: job, State: leasestore.StateIdle, Now: now}
+	for _, e := range r.History {
+		st.History = append(st.History, leasestore.Event{At: usTime(e.At), Kind: leasestore.EventKind(e.Kind),
+			Worker: e.Worker, Token: e.Token, Detail: e.Detail})
+	}
+	if j := r.Job; j != nil {
+		st.LastToken, st.Attempts, st.Crashes, st.MaxCrashes = j.LastToken, j.Attempts, j.Crashes, j.MaxCrashes
+		st.LastSuccess = usTime(j.LastSuccess)
+		if j.Quarantine != nil {
+			q := j.Quarantine.quarantine()
+			st.Quarantine = &q
+			st.State = leasestore.StateQuarantined
+		}
+		if o := j.Outcome; o != nil {
+			st.LastOutcome = &leasestore.LastOutcome{
+				Outcome: leasestore.Outcome{Result: leasestore.Result(o.Result), ExitCode: o.ExitCode, Signal: o.Signal,
+					Duration: time.Duration(o.DurationNS), Reason: o.Reason},
+				Worker: o.Worker, Token: o.Token, FinishedAt: usTime(o.Finished),
+			}
+		}
+	}
+	switch run := r.Run; {
+	case run == nil:
+	case run.Live:
+		st.Holder = run.holder(job)
+		if st.State == leasestore.StateIdle {
+			st.State = leasestore.StateRunning
+		}
+	case run.Evidence:
+		// An uncounted crash, reported as it would be counted; as the
+		// embedded store does, only when it is what the state shows.
+		if st.State == leasestore.StateIdle {
+			st.State = leasestore.StateCrashed
+			st.Crashed = &leasestore.Crash{Job: job, Holder: run.Holder, Host: run.Host, PID: run.PID, Token: run.Token,
+				Command: run.Command, StartedAt: usTime(run.Started), StaleSince: usTime(run.Expires), DetectedAt: now,
+				Crashes: st.Crashes + 1}
+		}
+	}
+	return st
+}

@@ -1,0 +1,36 @@
+-- renew: extend a live lease (docs/semantics.md, Renew), in one
+-- transaction, the clock read once after the job's lock is taken.
+-- Parameters: schema version, job, holder, token, ttl (µs).
+-- Returns JSON true when renewed, false when the lease is lost (after
+-- recording a lease-lost event if the run's own evidence is still there).
+CREATE OR REPLACE FUNCTION @schema@.renew(p_version integer, p_job text, p_holder text, p_token bigint,
+  p_ttl_us bigint) RETURNS json
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+  j @schema@.jobs;
+  r @schema@.runs;
+  v_now timestamptz;
+BEGIN
+  IF p_version IS DISTINCT FROM @version@ THEN
+    PERFORM @schema@._check_version(p_version);
+  END IF;
+  SELECT * INTO j FROM @schema@.jobs WHERE job = p_job FOR NO KEY UPDATE;
+  IF NOT FOUND THEN
+    RETURN 'false';
+  END IF;
+  v_now := clock_timestamp();
+  SELECT * INTO r FROM @schema@.runs WHERE job = p_job AND token = p_token AND holder = p_holder;
+  IF NOT FOUND OR r.evidence_until <= v_now THEN
+    RETURN 'false';
+  END IF;
+  IF r.live_until <= v_now THEN
+    INSERT INTO @schema@.history (job, seq, at, kind, worker, token, detail)
+    VALUES (p_job, j.events + 1, v_now, 'lease-lost', p_holder, p_token, 'renewal came after the lease expired');
+    DELETE FROM @schema@.history WHERE job = p_job AND seq <= j.events + 1 - @history@;
+    UPDATE @schema@.jobs SET events = j.events + 1 WHERE job = p_job;
+    RETURN 'false';
+  END IF;
+  UPDATE @schema@.runs SET live_until = v_now + @schema@._micros(p_ttl_us), evidence_until = v_now + r.evidence_ttl
+  WHERE job = p_job;
+  RETURN 'true';
+END $$;

@@ -1,0 +1,311 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+const (
+	// scanBatch is how many expired runs one scan transaction locks and
+	// counts. Larger batches mean fewer round trips but hold the jobs'
+	// locks (and so their renewals) for longer: 1,000 crashes take a few
+	// tens of milliseconds.
+	scanBatch = 1000
+
+	// closeTimeout bounds how long closing a connection waits for the
+	// server, which may be frozen.
+	closeTimeout = time.Second
+)
+
+// Store is the leasestore.Store kept in PostgreSQL, shared by many hosts.
+// Each namespace is one schema: its tables and the functions that are the
+// only way leasectl changes them, each operation one function call and so
+// one transaction. Waiters are woken with LISTEN/NOTIFY.
+type Store struct {
+	cfg      *pgconn.Config
+	ns       string
+	addr     string // for messages
+	password string // only to scrub it from messages
+
+	idle   chan *pgconn.PgConn // connections waiting for a call
+	slots  chan struct{}       // one per open connection, up to poolSize
+	closed atomic.Bool
+
+	// migrateMu makes the calls of one Store wait for one migration.
+	migrateMu sync.Mutex
+
+	// The statement of each operation.
+	sqlAcquire, sqlRenew, sqlRelease, sqlScan, sqlQuarantine, sqlUnquarantine string
+	sqlStatus, sqlLeases, sqlQuarantined, sqlCounts, sqlCheckToken            string
+}
+
+var _ leasestore.Store = (*Store)(nil)
+
+// prepareStatements writes the statement of each operation: a call of its
+// function in the namespace's schema, every argument cast to the
+// parameter's type (arguments travel as text).
+func (s *Store) prepareStatements() {
+	call := func(fn string, types ...string) string {
+		args := make([]string, len(types))
+		for i, t := range types {
+			args[i] = "$" + strconv.Itoa(i+1) + "::" + t
+		}
+		return "SELECT " + quoteIdent(schemaName(s.ns)) + "." + fn + "(" + strings.Join(args, ", ") + ")"
+	}
+	s.sqlAcquire = call("acquire", "integer", "text", "text", "text", "integer", "text[]", "bigint", "bigint", "integer", "bigint")
+	s.sqlRenew = call("renew", "integer", "text", "text", "bigint", "bigint")
+	s.sqlRelease = call("release", "integer", "text", "bigint", "text", "integer", "integer", "bigint", "text", "text")
+	s.sqlScan = call("scan", "integer", "integer")
+	s.sqlQuarantine = call("quarantine", "integer", "text", "text", "text")
+	s.sqlUnquarantine = call("unquarantine", "integer", "text", "text", "text")
+	s.sqlStatus = call("status", "integer", "text")
+	s.sqlLeases = call("leases", "integer")
+	s.sqlQuarantined = call("quarantined", "integer")
+	s.sqlCounts = call("counts", "integer")
+	s.sqlCheckToken = call("checktoken", "integer", "text")
+}
+
+// Close closes the store's connections. Subscriptions are closed on their
+// own.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	for {
+		select {
+		case c := <-s.idle:
+			s.discard(c)
+		default:
+			return nil
+		}
+	}
+}
+
+// Argument encoding: every argument travels as text.
+
+func version() []byte               { return []byte(strconv.Itoa(schemaVersion)) }
+func integer(n int64) []byte        { return []byte(strconv.FormatInt(n, 10)) }
+func micros(d time.Duration) []byte { return integer(d.Microseconds()) }
+
+// text checks that every s can be kept as PostgreSQL text: valid UTF-8
+// without NUL bytes. leasectl's own values always are; the check keeps a
+// bad --worker-id from failing inside the server.
+func text(ss ...string) error {
+	for _, s := range ss {
+		if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
+			return fmt.Errorf("leasestore: %q is not UTF-8 text without NUL bytes, which the PostgreSQL store needs", s)
+		}
+	}
+	return nil
+}
+
+// textArray is args as a PostgreSQL array literal. Arguments that are not
+// valid UTF-8 (a file name in another encoding) are kept with U+FFFD in
+// place of the bad bytes: the command is shown to people, never compared.
+func textArray(args []string) []byte {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, a := range args {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		a = strings.ReplaceAll(strings.ToValidUTF8(a, "\uFFFD"), "\x00", "\uFFFD")
+		b.WriteByte('"')
+		for _, r := range a {
+			if r == '"' || r == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return []byte(b.String())
+}
+
+// Acquire grants the lease on req.Job; see leasestore.Store.
+func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+	if err := text(req.Holder, req.Host); err != nil {
+		return nil, err
+	}
+	var a acquireReply
+	err := s.call(ctx, "acquire", s.sqlAcquire, &a, version(), []byte(req.Job), []byte(req.Holder), []byte(req.Host),
+		integer(int64(req.PID)), textArray(req.Command), micros(req.TTL), micros(req.EvidenceTTL),
+		integer(int64(req.MaxCrashes)), micros(req.MinInterval))
+	if err != nil {
+		return nil, err
+	}
+	now := usTime(a.Now)
+	switch a.Kind {
+	case "ok":
+		l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: a.Token, Attempt: a.Attempt, TTL: req.TTL, GrantedAt: now}
+		if a.Recovered != nil {
+			l.Recovered = a.Recovered.crash()
+		}
+		return l, nil
+	case "held":
+		return nil, &leasestore.HeldError{Job: req.Job, Holder: a.Holder, Host: a.Host, PID: a.PID, Token: a.Token,
+			Since: usTime(a.Since), ExpiresIn: usTime(a.Expires).Sub(now)}
+	case "quarantined":
+		return nil, &leasestore.QuarantinedError{Quarantine: a.Quarantine.quarantine()}
+	case "toosoon":
+		last := usTime(a.LastSuccess)
+		return nil, &leasestore.TooSoonError{Job: req.Job, LastSuccess: last, MinInterval: req.MinInterval, Age: now.Sub(last)}
+	default:
+		return nil, s.unavailable("acquire", fmt.Errorf("unexpected answer %q from the acquire function", a.Kind))
+	}
+}
+
+// Renew extends l's liveness and its evidence; see leasestore.Store.
+func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
+	if err := text(l.Holder); err != nil {
+		return err
+	}
+	var ok bool
+	err := s.call(ctx, "renew", s.sqlRenew, &ok, version(), []byte(l.Job), []byte(l.Holder), integer(l.Token), micros(l.TTL))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("renew job %q token %d: %w", l.Job, l.Token, leasestore.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Release ends l with outcome out; see leasestore.Store.
+func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
+	if err := text(out.Reason); err != nil {
+		return err
+	}
+	var ok bool
+	err := s.call(ctx, "release", s.sqlRelease, &ok, version(), []byte(l.Job), integer(l.Token), []byte(out.Result),
+		integer(int64(out.ExitCode)), integer(int64(out.Signal)), integer(int64(out.Duration)), []byte(out.Reason),
+		[]byte(out.Detail()))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("release job %q token %d: %w", l.Job, l.Token, leasestore.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Scan counts the crashes of runs whose liveness expired; see
+// leasestore.Store. Each batch of up to scanBatch expired runs is one
+// transaction; a full batch is followed by another. Runs whose job another
+// transaction holds (another reaper, an acquire) are skipped, not waited
+// for. On an error it also returns the crashes counted before.
+func (s *Store) Scan(ctx context.Context) ([]leasestore.Crash, error) {
+	var crashes []leasestore.Crash
+	for {
+		var r scanReply
+		if err := s.call(ctx, "scan", s.sqlScan, &r, version(), integer(scanBatch)); err != nil {
+			return crashes, err
+		}
+		for _, c := range r.Crashes {
+			crashes = append(crashes, *c.crash())
+		}
+		if r.Examined < scanBatch {
+			return crashes, nil
+		}
+	}
+}
+
+// Quarantine puts job in quarantine by an operator's decision; see
+// leasestore.Store.
+func (s *Store) Quarantine(ctx context.Context, job string, note leasestore.Note) error {
+	if err := text(note.By, note.Reason); err != nil {
+		return err
+	}
+	var ok bool
+	return s.call(ctx, "quarantine", s.sqlQuarantine, &ok, version(), []byte(job), []byte(note.By), []byte(note.Reason))
+}
+
+// ReleaseQuarantine lets job run again; see leasestore.Store.
+func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasestore.Note) error {
+	if err := text(note.By, note.Reason); err != nil {
+		return err
+	}
+	var ok bool
+	err := s.call(ctx, "release quarantine", s.sqlUnquarantine, &ok, version(), []byte(job), []byte(note.By), []byte(note.Reason))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("job %q: %w", job, leasestore.ErrNotQuarantined)
+	}
+	return nil
+}
+
+// Quarantined lists the quarantined jobs, ordered by job.
+func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error) {
+	var list []quarantineReply
+	if err := s.call(ctx, "list quarantined", s.sqlQuarantined, &list, version()); err != nil {
+		return nil, err
+	}
+	qs := make([]leasestore.Quarantine, len(list))
+	for i, q := range list {
+		qs[i] = q.quarantine()
+	}
+	return qs, nil
+}
+
+// Status reports job's state, holder, counters and history; see
+// leasestore.Store.
+func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, error) {
+	var r statusReply
+	if err := s.call(ctx, "status", s.sqlStatus, &r, version(), []byte(job)); err != nil {
+		return nil, err
+	}
+	return r.status(job), nil
+}
+
+// Leases lists the live leases, ordered by job.
+func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
+	var r leasesReply
+	if err := s.call(ctx, "list leases", s.sqlLeases, &r, version()); err != nil {
+		return nil, err
+	}
+	list := make([]leasestore.Holder, len(r.Leases))
+	for i, l := range r.Leases {
+		list[i] = *l.holder(l.Job)
+		list[i].ReadAt = usTime(r.Now)
+	}
+	return list, nil
+}
+
+// Counts returns the number of live leases and of quarantined jobs.
+func (s *Store) Counts(ctx context.Context) (leasestore.Counts, error) {
+	var r struct {
+		InFlight    int `json:"inflight"`
+		Quarantined int `json:"quarantined"`
+	}
+	if err := s.call(ctx, "count", s.sqlCounts, &r, version()); err != nil {
+		return leasestore.Counts{}, err
+	}
+	return leasestore.Counts{InFlight: r.InFlight, Quarantined: r.Quarantined}, nil
+}
+
+// CheckToken returns nil when token is job's current token and its lease is
+// live; see leasestore.Store.
+func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
+	var r struct {
+		Current int64 `json:"current"`
+		Live    bool  `json:"live"`
+	}
+	if err := s.call(ctx, "check token", s.sqlCheckToken, &r, version(), []byte(job)); err != nil {
+		return err
+	}
+	if token == r.Current && r.Live {
+		return nil
+	}
+	return &leasestore.StaleTokenError{Job: job, Token: token, Current: r.Current, Live: r.Live}
+}

@@ -1,0 +1,160 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasectl/leasectl/internal/pgtest"
+	"github.com/leasectl/leasectl/internal/testenv"
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/storetest"
+)
+
+// testPG is the package's shared PostgreSQL, started by TestMain;
+// testPGErr says why it is missing.
+var (
+	testPG    *pgtest.Server
+	testPGErr error
+)
+
+func TestMain(m *testing.M) {
+	own := os.Getenv(serverEnv) == ""
+	if own {
+		testPG, testPGErr = pgtest.Start(pgtest.Options{})
+	} else {
+		// A child of TestMutantsAreCaught shares its parent's server.
+		testPG = &pgtest.Server{URL: os.Getenv(serverEnv)}
+	}
+	code := m.Run()
+	if testPG != nil && own {
+		if err := testPG.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+// sharedPG returns the package's server, failing the test when it could
+// not be started.
+func sharedPG(t testing.TB) *pgtest.Server {
+	t.Helper()
+	if testPGErr != nil {
+		t.Fatalf("test PostgreSQL: %v", testPGErr)
+	}
+	return testPG
+}
+
+// ownPG starts a server for one test, stopped when it ends.
+func ownPG(t testing.TB) *pgtest.Server {
+	t.Helper()
+	srv, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return srv
+}
+
+var namespaces atomic.Int64
+
+// freshNamespace is a namespace no other test uses, also in the other test
+// processes that share a server (TestMutantsAreCaught's).
+func freshNamespace() string {
+	return fmt.Sprintf("t%d-%d", os.Getpid(), namespaces.Add(1))
+}
+
+// openPG opens a client closed when the test ends.
+func openPG(t testing.TB, rawURL, namespace string) *Store {
+	t.Helper()
+	s, err := Open(rawURL, namespace)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", leasestore.Redact(rawURL), err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// execSQL runs sql on srv as its superuser, failing the test on an error.
+func execSQL(t testing.TB, srv *pgtest.Server, sql string) {
+	t.Helper()
+	if err := srv.Exec(sql); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// harness makes each test's store in a namespace, and so a schema, of its
+// own on srv; a wipe truncates the namespace's tables, as an operator
+// cleaning up by hand (or a restore of an old backup) would.
+type harness struct{ srv *pgtest.Server }
+
+func (h harness) NewStore(t testing.TB) storetest.Fixture {
+	ns := freshNamespace()
+	h.mutate(t, ns)
+	return storetest.Fixture{
+		Open: func(t testing.TB) leasestore.Store { return openPG(t, h.srv.URL, ns) },
+		Wipe: func(t testing.TB) {
+			s := quoteIdent(ns)
+			execSQL(t, h.srv, fmt.Sprintf("TRUNCATE %s.jobs, %[1]s.runs, %[1]s.history", s))
+		},
+	}
+}
+
+func (harness) Abilities() storetest.Abilities { return storetest.Abilities{Wipe: true} }
+
+func TestConformance(t *testing.T) { storetest.Run(t, harness{sharedPG(t)}) }
+
+// pgCall bounds a call the way the supervisor does.
+func pgCall(t testing.TB, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return c
+}
+
+// role creates a login role with password on srv, dropped when the test
+// ends, and returns its URL to the postgres database.
+func role(t *testing.T, srv *pgtest.Server, name, password string, grants ...string) string {
+	t.Helper()
+	execSQL(t, srv, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD %s", quoteIdent(name), quoteLiteral(password)))
+	for _, g := range grants {
+		execSQL(t, srv, g)
+	}
+	t.Cleanup(func() {
+		srv.Exec(fmt.Sprintf("DROP OWNED BY %[1]s CASCADE; DROP ROLE %[1]s", quoteIdent(name)))
+	})
+	return srv.URLFor(name, password, "postgres")
+}
+
+// migrated makes namespace's schema on srv as its superuser.
+func migrated(t testing.TB, srv *pgtest.Server, namespace string) {
+	t.Helper()
+	if _, _, _, err := openPG(t, srv.URL, namespace).Migrate(pgCall(t, storetest.HangGuard)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }
+
+// rawConn runs sql at rawURL on a connection of its own, failing the test
+// on an error.
+func rawConn(t testing.TB, rawURL, sql string) {
+	t.Helper()
+	c, err := pgconn.Connect(pgCall(t, storetest.HangGuard), rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(pgCall(t, storetest.HangGuard), sql).ReadAll(); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}

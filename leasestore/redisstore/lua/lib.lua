@@ -1,0 +1,185 @@
+-- Helpers shared by every script: scripts.go prepends this file (and the
+-- HISTORY_LIMIT constant) to each script's own file before hashing it, so
+-- each script stays one self-contained EVAL body.
+--
+-- Layout (see layout.go and docs/redis-layout.md): every key of a job and
+-- its shard's index and quarantine set carry the shard's hash tag, so each
+-- script touches one Redis Cluster slot. <p> is the shard's prefix
+-- <ns>:{<shard>}:, passed as ARGV[1].
+--   <p><job>:e   evidence: one string, fields joined by NUL; its Redis TTL
+--                is the evidence TTL. Fields: holder, token, started (as its
+--                offset in us below the token, base 36: usually 0), evidence
+--                ttl (ms), max crashes, attempt, ttl (ms), host, pid, then
+--                one field per command argument.
+--   <p><job>:r   record: a small hash (see the field names below).
+--   <p><job>:h   history: a list of packed events, oldest first (see event
+--                below).
+--   <p><job>:n   the job's notification channel; payloads: 'g'..token after a
+--                grant, 'e'..token after a run ended (released, or its
+--                crash counted), 'u' after a quarantine release. Waiters
+--                wake on all but 'g'; token feeds follow 'g' and 'e'.
+--   <p>hb        the shard's heartbeat channel (sync.lua).
+--   <p>live      the shard's index: job -> liveness expiry (us). The score
+--                IS the liveness: a job is live while its score is in the
+--                future and its evidence is there.
+--   <p>quarantined  the shard's quarantined jobs.
+-- NUL separates packed fields: it cannot occur in command-line arguments,
+-- host names or anything else leasectl takes from argv.
+--
+-- Record fields: t last token, a attempts, c consecutive crashes, m max
+-- crashes of the last run, lh/lo last holder/host, g region (set once, by
+-- the first grant that names one), s last success (us),
+-- q/qr/qb/qc quarantine since (us)/reason/by/crashes, o/oe/og/od/or/ow/ot/of
+-- last outcome result/exit code/signal/duration (ns)/reason/worker/token/
+-- finished (us), ab the last holder that gave up on its grant, rt the
+-- current holder's last renewal round trip (us), as it reported it.
+
+local SEP = '\0'
+
+-- int formats an integral number in full (tostring would use an exponent).
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- now_us is the store's clock in microseconds since the Unix epoch.
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- split cuts a packed string at every NUL.
+local function split(s)
+  local out, i = {}, 1
+  while true do
+    local j = string.find(s, SEP, i, true)
+    if not j then
+      out[#out + 1] = string.sub(s, i)
+      return out
+    end
+    out[#out + 1] = string.sub(s, i, j - 1)
+    i = j + 1
+  end
+end
+
+-- evidence_of returns the fields of the run's evidence when it is the run
+-- with this token, or nil when the evidence is gone or another run's.
+local function evidence_of(k, token)
+  local ev = redis.call('GET', k.e)
+  if not ev then
+    return nil
+  end
+  local f = split(ev)
+  if f[2] ~= token then
+    return nil
+  end
+  return f
+end
+
+-- job_keys names the keys of job in the shard whose KEYS this script got
+-- (index, quarantine set), for the per-shard scripts that reach jobs' keys
+-- by name: legal on Redis Cluster, since they share the shard's slot.
+local function job_keys(prefix, job)
+  local j = prefix .. job .. ':'
+  return {e = j .. 'e', r = j .. 'r', h = j .. 'h', n = j .. 'n', idx = KEYS[1], qs = KEYS[2]}
+end
+
+-- declared_keys names the keys of a per-job script, whose KEYS are
+-- evidence, record, history, index, quarantine set (in that order).
+local function declared_keys(prefix, job)
+  return {e = KEYS[1], r = KEYS[2], h = KEYS[3], n = prefix .. job .. ':n', idx = KEYS[4], qs = KEYS[5]}
+end
+
+-- liveness reports whether job's liveness is live at now, and its index
+-- score (the liveness expiry; false when the job is not in the index).
+local function liveness(k, job, now)
+  local score = redis.call('ZSCORE', k.idx, job)
+  if score and tonumber(score) > now then
+    return true, score
+  end
+  return false, score
+end
+
+local B36 = '0123456789abcdefghijklmnopqrstuvwxyz'
+
+-- b36 formats an integral number in base 36, the densest form that stays
+-- printable (history events are the bulk of a job's memory at rest).
+local function b36(n)
+  local sign, s = '', ''
+  if n < 0 then
+    sign, n = '-', -n
+  end
+  repeat
+    local d = n % 36
+    s = string.sub(B36, d + 1, d + 1) .. s
+    n = (n - d) / 36
+  until n == 0
+  return sign .. s
+end
+
+-- event appends one packed event to the history, dropping the oldest:
+-- kind letter and time (base 36, us) together, worker, token as its offset
+-- from the time (base 36; empty for none: an acquired event's token is
+-- usually its time, a released one's the run's start), detail.
+-- Kinds: a acquired, r released, c crashed, q quarantined, u released from
+-- quarantine, l lease lost, x late outcome.
+local function event(k, now, kind, worker, token, detail)
+  local offset = ''
+  if token ~= '' then
+    offset = b36(now - tonumber(token))
+  end
+  redis.call('RPUSH', k.h, kind .. b36(now) .. SEP .. worker .. SEP .. offset .. SEP .. detail)
+  redis.call('LTRIM', k.h, -HISTORY_LIMIT, -1)
+end
+
+-- quarantine puts the job in quarantine (keeping the since of an existing
+-- quarantine) and records it in the history.
+local function quarantine(k, job, now, by, reason, worker, token)
+  local crashes = redis.call('HGET', k.r, 'c') or '0'
+  if redis.call('HEXISTS', k.r, 'q') == 0 then
+    redis.call('HSET', k.r, 'q', int(now))
+  end
+  redis.call('HSET', k.r, 'qr', reason, 'qb', by, 'qc', crashes)
+  redis.call('SADD', k.qs, job)
+  event(k, now, 'q', worker, token, 'by ' .. by .. ': ' .. reason)
+end
+
+-- consume_crash counts the crash of the run whose split evidence is f:
+-- crash count + 1, history, evidence and index entry gone, quarantine at
+-- the run's threshold, waiters and token feeds told. Returns the crash count and 1 when the
+-- job is quarantined afterwards, else 0.
+local function consume_crash(k, job, f, now, detail)
+  local crashes = redis.call('HINCRBY', k.r, 'c', 1)
+  event(k, now, 'c', f[1], f[2], detail)
+  redis.call('DEL', k.e)
+  redis.call('ZREM', k.idx, job)
+  local quarantined = redis.call('HEXISTS', k.r, 'q')
+  if quarantined == 0 and crashes >= tonumber(f[5]) then
+    quarantine(k, job, now, 'leasectl', int(crashes) .. ' consecutive crashes', f[1], f[2])
+    quarantined = 1
+  end
+  redis.call('PUBLISH', k.n, 'e' .. f[2])
+  return crashes, quarantined
+end
+
+-- release_run ends the run whose split evidence is f with its outcome
+-- (semantics.md, Release): the outcome recorded, then the crash counted
+-- for a crashed run, or the evidence and index entry gone, the crash count
+-- reset by a completed run, a released event, waiters and token feeds
+-- told. o holds the
+-- outcome: result, exit code, signal, duration (ns), reason, history
+-- detail.
+local function release_run(k, job, f, now, o)
+  redis.call('HSET', k.r, 'o', o.result, 'oe', o.exit, 'og', o.signal, 'od', o.duration,
+    'or', o.reason, 'ow', f[1], 'ot', f[2], 'of', int(now))
+  if o.result == 'crashed' then
+    consume_crash(k, job, f, now, o.detail)
+    return
+  end
+  if o.result == 'completed' then
+    redis.call('HSET', k.r, 'c', '0', 's', int(now))
+  end
+  redis.call('DEL', k.e)
+  redis.call('ZREM', k.idx, job)
+  event(k, now, 'r', f[1], f[2], o.detail)
+  redis.call('PUBLISH', k.n, 'e' .. f[2])
+end

@@ -1,0 +1,16 @@
+-- quarantined: list the quarantined jobs of one shard (docs/semantics.md,
+-- Quarantined). Read-only. It reaches each job's record by name, in the
+-- shard's slot.
+-- KEYS: the shard's index, quarantine set.
+-- ARGV: shard prefix.
+-- Returns per quarantined job: job, since, reason, by, crashes, last
+-- holder, last host.
+local out = {}
+for _, job in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local r = redis.call('HMGET', job_keys(ARGV[1], job).r, 'q', 'qr', 'qb', 'qc', 'lh', 'lo')
+  if r[1] then
+    out[#out + 1] = job
+    for i = 1, 6 do out[#out + 1] = r[i] or '' end
+  end
+end
+return out

@@ -1,0 +1,12 @@
+-- sync: a token feed's heartbeat (docs/semantics.md, SyncTokens). Publishes
+-- a marker on the shard's heartbeat channel from the server that owns the
+-- shard, the one whose scripts publish the shard's jobs' grants and ends: a
+-- subscriber that receives the marker has received every notification the
+-- shard published before it, on Redis Cluster too, where notifications
+-- reach a subscriber's node over the cluster bus.
+-- KEYS: index, quarantine set (declared so that the script runs on the
+--       shard's server; not touched).
+-- ARGV: shard prefix, marker.
+-- Returns the number of clients that received it (on a cluster, those on
+-- this node).
+return redis.call('PUBLISH', ARGV[1] .. 'hb', ARGV[2])

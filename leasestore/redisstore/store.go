@@ -1,0 +1,512 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+const (
+	// poolSize bounds the connections one client opens. A supervisor makes
+	// one call at a time (plus a subscription, which has its own
+	// connection); the reaper and the inspection commands a few.
+	poolSize = 4
+
+	// scanBatch is how many expired index entries of one shard one Scan
+	// script handles. Larger batches mean fewer round trips but hold Redis
+	// (and every other client's renewals) for longer: 1,000 crashes take a
+	// few milliseconds.
+	scanBatch = 1000
+
+	// sep separates packed fields; see lua/lib.lua.
+	sep = "\x00"
+
+	// evidenceFields is how many fields precede the command arguments in
+	// packed evidence.
+	evidenceFields = 9
+
+	// releaseUndoTimeout bounds the release of a grant that did not reach
+	// min_replicas: short, since the caller is already past its answer.
+	releaseUndoTimeout = time.Second
+)
+
+// Store is the leasestore.Store kept in Redis, shared by many hosts. It
+// works through any go-redis UniversalClient: a single node, a Sentinel
+// failover client or a Cluster client, since every script touches the keys
+// of one slot.
+type Store struct {
+	rdb     redis.UniversalClient
+	ns      string
+	addr    string   // for error messages; empty when unknown
+	url     string   // the URL opened, redacted, for errors about it; empty when unknown
+	db      int      // the database number, for errors about it
+	tls     bool     // the connections use TLS
+	secrets []string // the URL's passwords, only to scrub them from error messages
+	// minReplicas is how many replicas must acknowledge every grant and
+	// renewal (replicas.go); 0: none, Redis's asynchronous default.
+	minReplicas int
+
+	// The token feed (tokenfeed.go), started by the first WatchTokens.
+	feedMu     sync.Mutex
+	feed       *tokenFeed
+	feedClosed bool
+}
+
+var (
+	_ leasestore.Store        = (*Store)(nil)
+	_ leasestore.LateRecorder = (*Store)(nil)
+)
+
+// New returns a Store on rdb keeping its keys under namespace, which must
+// be valid (leasestore.ValidateNamespace). rdb should not retry commands on
+// its own (MaxRetries -1): a retried acquire or release could act twice.
+// Close closes rdb.
+func New(rdb redis.UniversalClient, namespace string) *Store {
+	silenceLogs.Do(func() { redis.SetLogger(discardLogger{}) })
+	return &Store{rdb: rdb, ns: namespace}
+}
+
+// silenceLogs stops go-redis from printing its own diagnostics on stderr,
+// which leasectl shares with the child and its structured log: every
+// failure it would print also comes back as an error.
+var silenceLogs sync.Once
+
+// discardLogger is a go-redis logger that drops everything.
+type discardLogger struct{}
+
+// Printf drops the message.
+func (discardLogger) Printf(context.Context, string, ...any) {}
+
+// Close stops the token feed, if any, and closes the client's connections.
+func (s *Store) Close() error {
+	s.closeFeed()
+	if err := s.rdb.Close(); err != nil {
+		return fmt.Errorf("close Redis client: %w", err)
+	}
+	return nil
+}
+
+// jobPrefix is the prefix of job's shard, the first argument of every
+// per-job script.
+func (s *Store) jobPrefix(job string) string { return s.shardPrefix(shardOf(job)) }
+
+// run runs script and returns its reply, or an *UnavailableError for op.
+func (s *Store) run(ctx context.Context, op string, script func() *redis.Script, keys []string, args ...any) (any, error) {
+	v, err := script().Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		return nil, s.unavailable(op, err)
+	}
+	return v, nil
+}
+
+// runShards runs a per-shard script on each shard in one pipeline (on a
+// cluster, one per primary) with the shard's prefix and args, and returns
+// the replies in the order of the shards. A shard whose server lost its
+// script cache is run again on its own, which loads the script.
+func (s *Store) runShards(ctx context.Context, op string, script func() *redis.Script, shardList []int, args ...any) ([]*reply, error) {
+	sc := script()
+	cmds := make([]*redis.Cmd, len(shardList))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, shard := range shardList {
+			cmds[i] = sc.EvalSha(ctx, p, s.shardKeys(shard), append([]any{s.shardPrefix(shard)}, args...)...)
+		}
+		return nil
+	})
+	if err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return nil, s.unavailable(op, err)
+	}
+	replies := make([]*reply, len(shardList))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			v, err = s.run(ctx, op, script, s.shardKeys(shardList[i]), append([]any{s.shardPrefix(shardList[i])}, args...)...)
+		} else if err != nil {
+			err = s.unavailable(op, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		replies[i] = &reply{op: op, v: v}
+	}
+	return replies, nil
+}
+
+// allShards lists every shard number.
+func allShards() []int {
+	list := make([]int, shards)
+	for i := range list {
+		list[i] = i
+	}
+	return list
+}
+
+// Acquire grants the lease on req.Job; see Store.
+func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+	if err := noNUL(append([]string{req.Holder, req.Host, req.Region}, req.Command...)...); err != nil {
+		return nil, err
+	}
+	var deadline int64
+	if !req.Deadline.IsZero() {
+		deadline = max(req.Deadline.UnixMicro(), 1) // 0 means none
+	}
+	var command strings.Builder
+	for _, a := range req.Command {
+		command.WriteString(sep)
+		command.WriteString(a)
+	}
+	v, err := s.runReplicated(ctx, "acquire", scriptAcquire, s.jobKeys(req.Job), []any{
+		s.jobPrefix(req.Job), req.Job, req.Holder, millis(req.TTL), millis(req.EvidenceTTL), req.MaxCrashes,
+		req.MinInterval.Microseconds(), req.Host, req.PID, command.String(), req.Region, deadline})
+	r := &reply{op: "acquire", v: v}
+	if err != nil {
+		if v != nil && r.str(0) == "ok" {
+			s.undoUnreplicated(req, r.int(2))
+		}
+		return nil, err
+	}
+	kind, now := r.str(0), r.time(1)
+	switch kind {
+	case "abandoned":
+		return nil, fmt.Errorf("acquire job %q: worker %s gave up on it: %w", req.Job, req.Holder, leasestore.ErrLeaseLost)
+	case "held":
+		ev := r.evidence(2)
+		expiry := r.time(3)
+		if r.err != nil {
+			return nil, r.err
+		}
+		return nil, &leasestore.HeldError{Job: req.Job, Holder: ev.worker, Host: ev.host, PID: ev.pid, Token: ev.token,
+			Since: ev.started, ExpiresIn: expiry.Sub(now)}
+	case "quarantined":
+		q := r.quarantine(req.Job, 2)
+		if r.err != nil {
+			return nil, r.err
+		}
+		return nil, &leasestore.QuarantinedError{Quarantine: q}
+	case "region":
+		region := r.str(2)
+		if r.err != nil {
+			return nil, r.err
+		}
+		return nil, &leasestore.RegionError{Job: req.Job, Region: region, Requested: req.Region}
+	case "deadline":
+		if r.err != nil {
+			return nil, r.err
+		}
+		return nil, &leasestore.DeadlineError{Job: req.Job, Deadline: req.Deadline, Now: now}
+	case "toosoon":
+		last := r.time(2)
+		if r.err != nil {
+			return nil, r.err
+		}
+		return nil, &leasestore.TooSoonError{Job: req.Job, LastSuccess: last, MinInterval: req.MinInterval, Age: now.Sub(last)}
+	case "ok":
+		l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: r.int(2), Attempt: r.int(3), TTL: req.TTL, GrantedAt: now}
+		if r.str(4) != "" {
+			l.Recovered = r.crash(req.Job, 4, now)
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		return l, nil
+	default:
+		return nil, s.unavailable("acquire", fmt.Errorf("unexpected reply %q from the acquire script", kind))
+	}
+}
+
+// undoUnreplicated releases, as not started, a grant that did not reach
+// min_replicas replicas: nobody will run it, and left alone it would hold
+// the job for a TTL and then count as a crash. Best effort, bounded by
+// releaseUndoTimeout: if it fails too, the lease expires.
+func (s *Store) undoUnreplicated(req leasestore.AcquireRequest, token int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseUndoTimeout)
+	defer cancel()
+	l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: token, TTL: req.TTL}
+	_ = s.Release(ctx, l, leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1,
+		Reason: fmt.Sprintf("the grant did not reach min_replicas=%d replica(s)", s.minReplicas)})
+}
+
+// Renew extends l's liveness and its evidence; see Store.
+func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
+	v, err := s.runReplicated(ctx, "renew", scriptRenew, s.jobKeys(l.Job),
+		[]any{s.jobPrefix(l.Job), l.Job, l.Holder, l.Token, millis(l.TTL), l.RTT.Microseconds()})
+	if err != nil {
+		return err
+	}
+	if v != int64(1) {
+		return leasestore.ErrLeaseLost
+	}
+	return nil
+}
+
+// Release ends l with outcome out; see Store.
+func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
+	if err := noNUL(l.Holder, out.Reason); err != nil {
+		return err
+	}
+	v, err := s.run(ctx, "release", scriptRelease, s.jobKeys(l.Job),
+		s.jobPrefix(l.Job), l.Job, l.Token, l.Holder, string(out.Result), out.ExitCode, out.Signal,
+		int64(out.Duration), out.Reason, out.Detail())
+	if err != nil {
+		return err
+	}
+	if v != int64(1) {
+		return leasestore.ErrLeaseLost
+	}
+	return nil
+}
+
+// RecordLate records the outcome of a run that did not reach the store in
+// time, and undoes what its absence did; see Store.
+func (s *Store) RecordLate(ctx context.Context, late leasestore.LateOutcome) (leasestore.Correction, error) {
+	if err := noNUL(late.Holder, late.Reason); err != nil {
+		return leasestore.Correction{}, err
+	}
+	out := late.Outcome
+	v, err := s.run(ctx, "record late outcome", scriptRecordLate, s.jobKeys(late.Job),
+		s.jobPrefix(late.Job), late.Job, late.Holder, late.Token, string(out.Result), out.ExitCode, out.Signal,
+		int64(out.Duration), out.Reason, out.Detail())
+	if err != nil {
+		return leasestore.Correction{}, err
+	}
+	r := &reply{op: "record late outcome", v: v}
+	c := leasestore.Correction{Released: r.int(0) == 1, CrashWithdrawn: r.int(1) == 1, QuarantineLifted: r.int(2) == 1, Crashes: int(r.int(3))}
+	return c, r.err
+}
+
+// Scan counts the crashes of runs whose liveness expired; see Store. Each
+// shard's batch of up to scanBatch expired entries is one atomic script;
+// the shards' scripts go out together, and a shard that filled its batch
+// is scanned again. On an error it also returns the crashes counted before.
+func (s *Store) Scan(ctx context.Context) ([]leasestore.Crash, error) {
+	var crashes []leasestore.Crash
+	pending := allShards()
+	for len(pending) > 0 {
+		replies, err := s.runShards(ctx, "scan", scriptScan, pending, scanBatch)
+		if err != nil {
+			return crashes, err
+		}
+		var again []int
+		for i, r := range replies {
+			now, examined := r.time(0), r.int(1)
+			for j := 2; j+4 < r.len() && r.err == nil; j += 5 {
+				crashes = append(crashes, *r.crash(r.str(j), j+1, now))
+			}
+			if r.err != nil {
+				return crashes, r.err
+			}
+			if examined >= scanBatch {
+				again = append(again, pending[i])
+			}
+		}
+		pending = again
+	}
+	return crashes, nil
+}
+
+// Quarantine puts job in quarantine by an operator's decision; see Store.
+func (s *Store) Quarantine(ctx context.Context, job string, note leasestore.Note) error {
+	if err := noNUL(note.By, note.Reason); err != nil {
+		return err
+	}
+	_, err := s.run(ctx, "quarantine", scriptQuarantine, s.jobKeys(job), s.jobPrefix(job), job, note.By, note.Reason)
+	return err
+}
+
+// ReleaseQuarantine lets job run again; see Store.
+func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasestore.Note) error {
+	if err := noNUL(note.By, note.Reason); err != nil {
+		return err
+	}
+	v, err := s.run(ctx, "release quarantine", scriptUnquarantine, s.jobKeys(job), s.jobPrefix(job), job, note.By, note.Reason)
+	if err != nil {
+		return err
+	}
+	if v != int64(1) {
+		return leasestore.ErrNotQuarantined
+	}
+	return nil
+}
+
+// Quarantined lists the quarantined jobs of every shard, ordered by job.
+func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error) {
+	replies, err := s.runShards(ctx, "list quarantined", scriptQuarantined, allShards())
+	if err != nil {
+		return nil, err
+	}
+	var list []leasestore.Quarantine
+	for _, r := range replies {
+		for i := 0; i+6 < r.len() && r.err == nil; i += 7 {
+			list = append(list, r.quarantine(r.str(i), i+1))
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	slices.SortFunc(list, func(a, b leasestore.Quarantine) int { return strings.Compare(a.Job, b.Job) })
+	return list, nil
+}
+
+// Status reports job's state, holder, counters and history; see Store.
+func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, error) {
+	v, err := s.run(ctx, "status", scriptStatus, s.jobKeys(job), s.jobPrefix(job), job)
+	if err != nil {
+		return nil, err
+	}
+	r := &reply{op: "status", v: v}
+	now := r.time(0)
+	rec := r.record(3)
+	st := &leasestore.JobStatus{
+		Job: job, State: leasestore.StateIdle, Now: now, Region: rec["g"],
+		LastToken: rec.int("t"), Attempts: rec.int("a"), Crashes: int(rec.int("c")), MaxCrashes: int(rec.int("m")),
+		LastSuccess: rec.time("s"), History: r.history(4),
+	}
+	if rec["q"] != "" {
+		st.State = leasestore.StateQuarantined
+		st.Quarantine = &leasestore.Quarantine{
+			Job: job, Since: rec.time("q"), Reason: rec["qr"], By: rec["qb"], Crashes: int(rec.int("qc")),
+			LastHolder: rec["lh"], LastHost: rec["lo"],
+		}
+	}
+	if rec["o"] != "" {
+		st.LastOutcome = &leasestore.LastOutcome{
+			Outcome: leasestore.Outcome{
+				Result: leasestore.Result(rec["o"]), ExitCode: int(rec.int("oe")), Signal: int(rec.int("og")),
+				Duration: time.Duration(rec.int("od")), Reason: rec["or"],
+			},
+			Worker: rec["ow"], Token: rec.int("ot"), FinishedAt: rec.time("of"),
+		}
+	}
+	if r.str(1) != "" {
+		ev := r.evidence(1)
+		expiry := time.Time{}
+		if r.str(2) != "" {
+			expiry = r.time(2)
+		}
+		if expiry.After(now) {
+			st.Holder = ev.holder(job, expiry)
+			st.Holder.LastRTT = time.Duration(rec.int("rt")) * time.Microsecond
+			if st.State == leasestore.StateIdle {
+				st.State = leasestore.StateRunning
+			}
+		} else {
+			st.Crashed = ev.crash(job, expiry, now, st.Crashes+1, false)
+			if st.State == leasestore.StateIdle {
+				st.State = leasestore.StateCrashed
+			}
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return st, nil
+}
+
+// Leases lists the live leases of every shard, ordered by job.
+func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
+	replies, err := s.runShards(ctx, "list leases", scriptLeases, allShards())
+	if err != nil {
+		return nil, err
+	}
+	var list []leasestore.Holder
+	for _, r := range replies {
+		for i := 1; i+3 < r.len() && r.err == nil; i += 4 {
+			h := r.evidence(i+1).holder(r.str(i), r.time(i+2))
+			h.ReadAt = r.time(0)
+			h.LastRTT = time.Duration(r.int(i+3)) * time.Microsecond
+			list = append(list, *h)
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	slices.SortFunc(list, func(a, b leasestore.Holder) int { return strings.Compare(a.Job, b.Job) })
+	return list, nil
+}
+
+// Counts returns the number of live leases and of quarantined jobs, summed
+// over the shards.
+func (s *Store) Counts(ctx context.Context) (leasestore.Counts, error) {
+	replies, err := s.runShards(ctx, "count", scriptCounts, allShards())
+	if err != nil {
+		return leasestore.Counts{}, err
+	}
+	var c leasestore.Counts
+	for _, r := range replies {
+		c.InFlight += int(r.int(0))
+		c.Quarantined += int(r.int(1))
+		if r.err != nil {
+			return leasestore.Counts{}, r.err
+		}
+	}
+	return c, nil
+}
+
+// CheckToken returns nil when token is job's current token and its lease is
+// live; see Store.
+func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
+	v, err := s.run(ctx, "check token", scriptCheckToken, s.jobKeys(job), s.jobPrefix(job), job)
+	if err != nil {
+		return err
+	}
+	r := &reply{op: "check token", v: v}
+	current, live := r.int(0), r.int(1) == 1
+	if r.err != nil {
+		return r.err
+	}
+	if token == current && live {
+		return nil
+	}
+	return &leasestore.StaleTokenError{Job: job, Token: token, Current: current, Live: live}
+}
+
+// Subscribe starts delivering job's release notifications; it returns once
+// Redis confirmed the subscription, so no later release is missed.
+func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
+	ps := s.rdb.Subscribe(ctx, s.channel(job))
+	if _, err := ps.Receive(ctx); err != nil {
+		ps.Close()
+		return nil, s.unavailable("subscribe", err)
+	}
+	sub := &redisSubscription{ps: ps, released: make(chan struct{}, 1)}
+	go sub.forward(ps.Channel())
+	return sub, nil
+}
+
+// redisSubscription turns a job's pub/sub messages into coalesced wake-ups.
+type redisSubscription struct {
+	ps       *redis.PubSub
+	released chan struct{}
+}
+
+// forward runs until the subscription is closed. Grants ('g' and the token)
+// share the channel for token feeds and wake nobody: a new holder is no
+// reason to try again.
+func (s *redisSubscription) forward(msgs <-chan *redis.Message) {
+	for m := range msgs {
+		if strings.HasPrefix(m.Payload, grantPrefix) {
+			continue
+		}
+		select {
+		case s.released <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Released receives a value after a release; values coalesce.
+func (s *redisSubscription) Released() <-chan struct{} { return s.released }
+
+// Close stops the subscription and closes its connection.
+func (s *redisSubscription) Close() error {
+	if err := s.ps.Close(); err != nil {
+		return fmt.Errorf("close Redis subscription: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,127 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// The helpers below are exported for drivers' own tests, which check what
+// only their store has (files, connections, server faults) with the same
+// requests and outcomes as the suite.
+
+// Timing of the suite. Leases the test relies on stay live for a minute;
+// leases it lets expire are short, and it waits well past their expiry, so a
+// noisy machine does not turn the margins into flakes.
+const (
+	// LongTTL is the TTL of leases a test relies on staying live.
+	LongTTL = time.Minute
+	// ShortTTL is the TTL of leases a test lets expire.
+	ShortTTL = 200 * time.Millisecond
+	// ExpiryWait is how long a test waits for a ShortTTL lease to expire.
+	ExpiryWait = ShortTTL + 300*time.Millisecond
+	// EvidenceTTL is the evidence TTL of Request.
+	EvidenceTTL = time.Hour
+	// HangGuard bounds every store call, to catch hangs.
+	HangGuard = 5 * time.Second
+)
+
+// Ctx bounds one store call by HangGuard; the contract has every call
+// return by then.
+func Ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), HangGuard)
+	t.Cleanup(cancel)
+	return c
+}
+
+// Request is an acquire request of worker for job with the given TTL.
+func Request(job, worker string, ttl time.Duration) leasestore.AcquireRequest {
+	return leasestore.AcquireRequest{
+		Job: job, Holder: worker, Host: "host-" + worker, PID: len(worker) + 1000,
+		Command: []string{"/bin/run", worker}, TTL: ttl, EvidenceTTL: EvidenceTTL, MaxCrashes: 3,
+	}
+}
+
+// Acquire acquires req, failing the test on an error.
+func Acquire(t testing.TB, s leasestore.Store, req leasestore.AcquireRequest) *leasestore.Lease {
+	t.Helper()
+	l, err := s.Acquire(Ctx(t), req)
+	if err != nil {
+		t.Fatalf("Acquire(%s by %s): %v", req.Job, req.Holder, err)
+	}
+	return l
+}
+
+// Release releases l with the typical outcome of res, failing the test on
+// an error.
+func Release(t testing.TB, s leasestore.Store, l *leasestore.Lease, res leasestore.Result) {
+	t.Helper()
+	if err := s.Release(Ctx(t), l, Outcome(res)); err != nil {
+		t.Fatalf("Release(%s token %d, %s): %v", l.Job, l.Token, res, err)
+	}
+}
+
+// Outcome is a typical outcome of result res.
+func Outcome(res leasestore.Result) leasestore.Outcome {
+	switch res {
+	case leasestore.ResultCompleted:
+		return leasestore.Outcome{Result: res, ExitCode: 0, Duration: time.Second}
+	case leasestore.ResultCrashed:
+		return leasestore.Outcome{Result: res, ExitCode: -1, Signal: 11, Duration: time.Second}
+	case leasestore.ResultNotStarted:
+		return leasestore.Outcome{Result: res, ExitCode: 127}
+	default:
+		return leasestore.Outcome{Result: res, ExitCode: 3, Duration: time.Second}
+	}
+}
+
+// Status reads job's status, failing the test on an error.
+func Status(t testing.TB, s leasestore.Store, job string) *leasestore.JobStatus {
+	t.Helper()
+	st, err := s.Status(Ctx(t), job)
+	if err != nil {
+		t.Fatalf("Status(%s): %v", job, err)
+	}
+	return st
+}
+
+// CrashRun acquires job with ShortTTL and lets the lease expire without
+// releasing it, as a SIGKILLed supervisor would. It is for stores without
+// a minimum TTL (Abilities.MinTTL); the suite itself waits for each store
+// to report the expiry.
+func CrashRun(t testing.TB, s leasestore.Store, job, worker string, maxCrashes int) *leasestore.Lease {
+	t.Helper()
+	req := Request(job, worker, ShortTTL)
+	req.MaxCrashes = maxCrashes
+	l := Acquire(t, s, req)
+	time.Sleep(ExpiryWait)
+	return l
+}
+
+// WantUnavailable fails t unless err is an *leasestore.UnavailableError
+// whose one-line message names cause and holds none of the secrets: how
+// every store must report a backend it cannot use.
+func WantUnavailable(t testing.TB, err error, cause string, secrets ...string) {
+	t.Helper()
+	var ue *leasestore.UnavailableError
+	if !errors.As(err, &ue) || !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Fatalf("got %v (%T), want an *UnavailableError", err, err)
+	}
+	msg := err.Error()
+	t.Logf("error: %s", msg)
+	if !strings.Contains(msg, cause) {
+		t.Errorf("error %q does not say %q", msg, cause)
+	}
+	if strings.Contains(msg, "\n") {
+		t.Errorf("error %q spans several lines", msg)
+	}
+	for _, s := range secrets {
+		if strings.Contains(msg, s) {
+			t.Errorf("error %q reveals the secret %q", msg, s)
+		}
+	}
+}

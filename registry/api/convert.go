@@ -1,0 +1,400 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// Defaults of an acquire that leaves them out: those of `leasectl run`.
+const (
+	DefaultTTL         = 30 * time.Second
+	DefaultEvidenceTTL = time.Hour
+	DefaultMaxCrashes  = 3
+)
+
+// Bounds on what a request may carry. MaxTextLen bounds a reason or a
+// result: they end up in the job's history, twenty events of which every
+// job keeps.
+const (
+	MaxTextLen     = 1024
+	MaxWorkerIDLen = 200
+	MaxRegionLen   = 64
+	MaxHostLen     = 255
+)
+
+// MS is d in whole milliseconds, rounded up, so that a positive duration
+// never becomes zero and a TTL never shrinks.
+func MS(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// Duration is ms milliseconds.
+func Duration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// ValidateRegion checks a region: 1–64 bytes of the job-ID characters.
+func ValidateRegion(region string) error {
+	if region == "" || len(region) > MaxRegionLen {
+		return fmt.Errorf("a region is 1 to %d bytes long", MaxRegionLen)
+	}
+	if err := leasestore.ValidateJobID(region); err != nil {
+		return fmt.Errorf("a region is made of A-Z a-z 0-9 . _ - : / @ + =")
+	}
+	return nil
+}
+
+// text checks free text of at most limit bytes without NUL or other
+// control bytes but tab; required refuses it empty.
+func text(field, s string, limit int, required bool) error {
+	switch {
+	case required && s == "":
+		return &FieldError{Field: field, Reason: "it is required"}
+	case len(s) > limit:
+		return &FieldError{Field: field, Reason: fmt.Sprintf("it is %d bytes long, the limit is %d", len(s), limit)}
+	case strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }):
+		return &FieldError{Field: field, Reason: "it holds a control character"}
+	}
+	return nil
+}
+
+// job checks a job_id field.
+func job(id string) error {
+	if err := leasestore.ValidateJobID(id); err != nil {
+		return &FieldError{Field: "job_id", Reason: err.Error()}
+	}
+	return nil
+}
+
+// positive checks a count of milliseconds, or a token, that must be above
+// zero (when given, unless required).
+func positive(field string, v int64, required bool) error {
+	if v < 0 || required && v == 0 {
+		return &FieldError{Field: field, Reason: "it must be a positive number"}
+	}
+	return nil
+}
+
+// firstError returns the first non-nil error.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FromAcquireRequest is req on the wire.
+func FromAcquireRequest(req leasestore.AcquireRequest) AcquireRequest {
+	a := AcquireRequest{
+		JobID: req.Job, WorkerID: req.Holder, Region: req.Region, Host: req.Host, PID: req.PID, Command: req.Command,
+		TTLMS: MS(req.TTL), EvidenceTTLMS: MS(req.EvidenceTTL), MaxCrashes: req.MaxCrashes, MinIntervalMS: MS(req.MinInterval),
+	}
+	if !req.Deadline.IsZero() {
+		d := req.Deadline.UTC()
+		a.TTLDeadline = &d
+	}
+	return a
+}
+
+// ToStore validates a, fills in the defaults, and returns it as the
+// store's request. A *FieldError names the first field at fault.
+func (a *AcquireRequest) ToStore() (leasestore.AcquireRequest, error) {
+	err := firstError(
+		job(a.JobID),
+		text("worker_id", a.WorkerID, MaxWorkerIDLen, true),
+		text("host", a.Host, MaxHostLen, false),
+		positive("ttl_ms", a.TTLMS, false),
+		positive("evidence_ttl_ms", a.EvidenceTTLMS, false),
+		positive("min_interval_ms", a.MinIntervalMS, false),
+	)
+	if err != nil {
+		return leasestore.AcquireRequest{}, err
+	}
+	if a.Region != "" {
+		if err := ValidateRegion(a.Region); err != nil {
+			return leasestore.AcquireRequest{}, &FieldError{Field: "region", Reason: err.Error()}
+		}
+	}
+	if a.PID < 0 {
+		return leasestore.AcquireRequest{}, &FieldError{Field: "pid", Reason: "it must not be negative"}
+	}
+	for _, arg := range a.Command {
+		if strings.ContainsRune(arg, 0) {
+			return leasestore.AcquireRequest{}, &FieldError{Field: "command", Reason: "an argument holds a NUL byte"}
+		}
+	}
+	req := leasestore.AcquireRequest{
+		Job: a.JobID, Holder: a.WorkerID, Host: a.Host, PID: a.PID, Command: a.Command, Region: a.Region,
+		TTL: Duration(a.TTLMS), EvidenceTTL: Duration(a.EvidenceTTLMS), MaxCrashes: a.MaxCrashes,
+		MinInterval: Duration(a.MinIntervalMS),
+	}
+	if req.TTL == 0 {
+		req.TTL = DefaultTTL
+	}
+	switch {
+	case req.EvidenceTTL == 0:
+		req.EvidenceTTL = max(DefaultEvidenceTTL, 2*req.TTL)
+	case req.EvidenceTTL <= req.TTL:
+		return leasestore.AcquireRequest{}, &FieldError{Field: "evidence_ttl_ms",
+			Reason: "it must exceed ttl_ms: a crash's evidence outlives its lease, so that a reaper sees it"}
+	}
+	switch {
+	case req.MaxCrashes == 0:
+		req.MaxCrashes = DefaultMaxCrashes
+	case req.MaxCrashes < 2:
+		return leasestore.AcquireRequest{}, &FieldError{Field: "max_crashes", Reason: "it must be at least 2"}
+	}
+	if a.TTLDeadline != nil {
+		req.Deadline = *a.TTLDeadline
+	}
+	return req, nil
+}
+
+// FromLease is the answer to an acquire of req that l granted.
+func FromLease(l *leasestore.Lease, req leasestore.AcquireRequest) Lease {
+	a := Lease{
+		JobID: l.Job, WorkerID: l.Holder, FencingToken: l.Token, Attempt: l.Attempt, TTLMS: MS(l.TTL),
+		GrantedAt: l.GrantedAt.UTC(), LeaseExpiry: l.GrantedAt.Add(l.TTL).UTC(), Region: req.Region,
+	}
+	if !req.Deadline.IsZero() {
+		d := req.Deadline.UTC()
+		a.TTLDeadline = &d
+	}
+	if l.Recovered != nil {
+		c := FromCrash(*l.Recovered)
+		a.Recovered = &c
+	}
+	return a
+}
+
+// ToStore is the lease a granted, as asked for by req: its TTL is the
+// request's own, not the wire's rounded one.
+func (a *Lease) ToStore(req leasestore.AcquireRequest) *leasestore.Lease {
+	l := &leasestore.Lease{Job: a.JobID, Holder: a.WorkerID, Token: a.FencingToken, Attempt: a.Attempt,
+		TTL: req.TTL, GrantedAt: a.GrantedAt}
+	if a.Recovered != nil {
+		c := a.Recovered.ToStore()
+		l.Recovered = &c
+	}
+	return l
+}
+
+// Validate checks a heartbeat and returns the lease it renews.
+func (h *HeartbeatRequest) Validate() (*leasestore.Lease, error) {
+	err := firstError(
+		job(h.JobID),
+		text("worker_id", h.WorkerID, MaxWorkerIDLen, true),
+		positive("fencing_token", h.FencingToken, true),
+		positive("ttl_ms", h.TTLMS, true),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &leasestore.Lease{Job: h.JobID, Holder: h.WorkerID, Token: h.FencingToken, TTL: Duration(h.TTLMS)}, nil
+}
+
+// Validate checks a completion and returns the lease it ends and the
+// outcome: completed, exit 0, the result as the reason.
+func (c *CompleteRequest) Validate() (*leasestore.Lease, leasestore.Outcome, error) {
+	err := firstError(
+		job(c.JobID),
+		text("worker_id", c.WorkerID, MaxWorkerIDLen, true),
+		positive("fencing_token", c.FencingToken, true),
+		positive("duration_ms", c.DurationMS, false),
+		text("result", c.Result, MaxTextLen, false),
+	)
+	if err != nil {
+		return nil, leasestore.Outcome{}, err
+	}
+	return &leasestore.Lease{Job: c.JobID, Holder: c.WorkerID, Token: c.FencingToken},
+		leasestore.Outcome{Result: leasestore.ResultCompleted, Duration: Duration(c.DurationMS), Reason: c.Result}, nil
+}
+
+// FromRelease is the wire form of releasing l with out.
+func FromRelease(l *leasestore.Lease, out leasestore.Outcome) ReleaseRequest {
+	return ReleaseRequest{JobID: l.Job, WorkerID: l.Holder, FencingToken: l.Token, Result: string(out.Result),
+		ExitCode: out.ExitCode, Signal: out.Signal, DurationMS: MS(out.Duration), Reason: out.Reason}
+}
+
+// Validate checks a release and returns the lease it ends and the outcome.
+func (r *ReleaseRequest) Validate() (*leasestore.Lease, leasestore.Outcome, error) {
+	err := firstError(
+		job(r.JobID),
+		text("worker_id", r.WorkerID, MaxWorkerIDLen, true),
+		positive("fencing_token", r.FencingToken, true),
+		positive("duration_ms", r.DurationMS, false),
+		text("reason", r.Reason, MaxTextLen, false),
+	)
+	if err != nil {
+		return nil, leasestore.Outcome{}, err
+	}
+	result := leasestore.Result(r.Result)
+	switch result {
+	case "":
+		result = leasestore.ResultFailed
+	case leasestore.ResultCompleted, leasestore.ResultFailed, leasestore.ResultCrashed, leasestore.ResultNotStarted:
+	default:
+		return nil, leasestore.Outcome{}, &FieldError{Field: "result", Reason: "use completed, failed, crashed or not-started"}
+	}
+	if r.Signal < 0 {
+		return nil, leasestore.Outcome{}, &FieldError{Field: "signal", Reason: "it must not be negative"}
+	}
+	return &leasestore.Lease{Job: r.JobID, Holder: r.WorkerID, Token: r.FencingToken},
+		leasestore.Outcome{Result: result, ExitCode: r.ExitCode, Signal: r.Signal, Duration: Duration(r.DurationMS), Reason: r.Reason}, nil
+}
+
+// Validate checks a quarantine or unquarantine request and returns its job
+// and note.
+func (n *NoteRequest) Validate() (string, leasestore.Note, error) {
+	err := firstError(
+		job(n.JobID),
+		text("by", n.By, MaxWorkerIDLen, true),
+		text("reason", n.Reason, MaxTextLen, false),
+	)
+	return n.JobID, leasestore.Note{By: n.By, Reason: n.Reason}, err
+}
+
+// Validate checks a subscribe request and returns its job.
+func (s *SubscribeRequest) Validate() (string, error) {
+	return s.JobID, job(s.JobID)
+}
+
+// FromCrash is c on the wire.
+func FromCrash(c leasestore.Crash) Crash {
+	return Crash{JobID: c.Job, WorkerID: c.Holder, Host: c.Host, PID: c.PID, FencingToken: c.Token, Command: c.Command,
+		StartedAt: c.StartedAt.UTC(), StaleSince: c.StaleSince.UTC(), DetectedAt: c.DetectedAt.UTC(),
+		Crashes: c.Crashes, Quarantined: c.Quarantined}
+}
+
+// ToStore is the crash c describes.
+func (c *Crash) ToStore() leasestore.Crash {
+	return leasestore.Crash{Job: c.JobID, Holder: c.WorkerID, Host: c.Host, PID: c.PID, Token: c.FencingToken,
+		Command: c.Command, StartedAt: c.StartedAt, StaleSince: c.StaleSince, DetectedAt: c.DetectedAt,
+		Crashes: c.Crashes, Quarantined: c.Quarantined}
+}
+
+// FromCrashes is crashes on the wire, [] when none.
+func FromCrashes(crashes []leasestore.Crash) []Crash {
+	out := make([]Crash, 0, len(crashes))
+	for _, c := range crashes {
+		out = append(out, FromCrash(c))
+	}
+	return out
+}
+
+// FromQuarantine is q on the wire.
+func FromQuarantine(q leasestore.Quarantine) Quarantine {
+	return Quarantine{JobID: q.Job, Crashes: q.Crashes, Since: q.Since.UTC(), Reason: q.Reason, By: q.By,
+		LastWorker: q.LastHolder, LastHost: q.LastHost}
+}
+
+// ToStore is the quarantine q describes.
+func (q *Quarantine) ToStore() leasestore.Quarantine {
+	return leasestore.Quarantine{Job: q.JobID, Crashes: q.Crashes, Since: q.Since, Reason: q.Reason, By: q.By,
+		LastHolder: q.LastWorker, LastHost: q.LastHost}
+}
+
+// FromHolder is h on the wire.
+func FromHolder(h leasestore.Holder) Holder {
+	return Holder{JobID: h.Job, WorkerID: h.Worker, Host: h.Host, PID: h.PID, FencingToken: h.Token, Attempt: h.Attempt,
+		Command: h.Command, StartedAt: h.StartedAt.UTC(), ExpiresAt: h.ExpiresAt.UTC(), ReadAt: h.ReadAt.UTC()}
+}
+
+// ToStore is the live lease h describes.
+func (h *Holder) ToStore() leasestore.Holder {
+	return leasestore.Holder{Job: h.JobID, Worker: h.WorkerID, Host: h.Host, PID: h.PID, Token: h.FencingToken,
+		Attempt: h.Attempt, Command: h.Command, StartedAt: h.StartedAt, ExpiresAt: h.ExpiresAt, ReadAt: h.ReadAt}
+}
+
+// SeedState is seed 002's state of a job with status st: RUNNING while a
+// run holds a live lease; else FAILED when it is quarantined (refused
+// until an operator acts); else COMPLETED when its last run completed;
+// else PENDING (never run, or its last run failed, crashed or did not
+// start: it may be retried).
+func SeedState(st *leasestore.JobStatus) string {
+	switch {
+	case st.Holder != nil:
+		return "RUNNING"
+	case st.Quarantine != nil:
+		return "FAILED"
+	case st.LastOutcome != nil && st.LastOutcome.Result == leasestore.ResultCompleted:
+		return "COMPLETED"
+	default:
+		return "PENDING"
+	}
+}
+
+// FromStatus is st on the wire.
+func FromStatus(st *leasestore.JobStatus) JobStatus {
+	a := JobStatus{
+		JobID: st.Job, State: SeedState(st), LeaseState: string(st.State), FencingToken: st.LastToken,
+		Attempt: st.Attempts, Region: st.Region, Now: st.Now.UTC(), Crashes: st.Crashes, MaxCrashes: st.MaxCrashes,
+		History: make([]Event, 0, len(st.History)),
+	}
+	if st.Holder != nil {
+		h := FromHolder(*st.Holder)
+		h.ReadAt = a.Now
+		a.Holder, a.Owner = &h, h.WorkerID
+		expiry := h.ExpiresAt
+		a.LeaseExpiry = &expiry
+	}
+	if st.Crashed != nil {
+		c := FromCrash(*st.Crashed)
+		a.Crashed = &c
+	}
+	if st.Quarantine != nil {
+		q := FromQuarantine(*st.Quarantine)
+		a.Quarantine = &q
+	}
+	if o := st.LastOutcome; o != nil {
+		a.LastOutcome = &LastOutcome{Result: string(o.Result), ExitCode: o.ExitCode, Signal: o.Signal,
+			DurationMS: MS(o.Duration), Reason: o.Reason, WorkerID: o.Worker, FencingToken: o.Token, FinishedAt: o.FinishedAt.UTC()}
+	}
+	if !st.LastSuccess.IsZero() {
+		t := st.LastSuccess.UTC()
+		a.LastSuccess = &t
+	}
+	for _, e := range st.History {
+		a.History = append(a.History, Event{At: e.At.UTC(), Event: string(e.Kind), WorkerID: e.Worker, FencingToken: e.Token, Detail: e.Detail})
+	}
+	return a
+}
+
+// ToStore is the status a describes.
+func (a *JobStatus) ToStore() *leasestore.JobStatus {
+	st := &leasestore.JobStatus{
+		Job: a.JobID, State: leasestore.State(a.LeaseState), Now: a.Now, Region: a.Region, LastToken: a.FencingToken,
+		Attempts: a.Attempt, Crashes: a.Crashes, MaxCrashes: a.MaxCrashes, LastSuccess: timeOf(a.LastSuccess),
+	}
+	if a.Holder != nil {
+		h := a.Holder.ToStore()
+		h.ReadAt = time.Time{}
+		st.Holder = &h
+	}
+	if a.Crashed != nil {
+		c := a.Crashed.ToStore()
+		st.Crashed = &c
+	}
+	if a.Quarantine != nil {
+		q := a.Quarantine.ToStore()
+		st.Quarantine = &q
+	}
+	if o := a.LastOutcome; o != nil {
+		st.LastOutcome = &leasestore.LastOutcome{
+			Outcome: leasestore.Outcome{Result: leasestore.Result(o.Result), ExitCode: o.ExitCode, Signal: o.Signal,
+				Duration: Duration(o.DurationMS), Reason: o.Reason},
+			Worker: o.WorkerID, Token: o.FencingToken, FinishedAt: o.FinishedAt,
+		}
+	}
+	for _, e := range a.History {
+		st.History = append(st.History, leasestore.Event{At: e.At, Kind: leasestore.EventKind(e.Event), Worker: e.WorkerID,
+			Token: e.FencingToken, Detail: e.Detail})
+	}
+	return st
+}

@@ -1,0 +1,51 @@
+package api
+
+// Prefix is the versioned root of every registry route. A change that
+// breaks clients gets a new version, served beside this one.
+const Prefix = "/v1/registry"
+
+// Paths of the registry's routes (docs/registry-openapi.yaml). The seed's
+// names are kept where they fit.
+const (
+	PathAcquire      = Prefix + "/acquire-job"      // POST: acquire (worker)
+	PathHeartbeat    = Prefix + "/heartbeat"        // POST: renew (worker)
+	PathComplete     = Prefix + "/complete-job"     // POST: release as completed (worker)
+	PathRelease      = Prefix + "/release-job"      // POST: release with an outcome (worker)
+	PathStatus       = Prefix + "/job-status/"      // GET + job ID: status (reader)
+	PathSubscribe    = Prefix + "/subscriptions"    // POST: subscribe (worker)
+	PathSubscription = Prefix + "/subscriptions/"   // + ID; GET: wait (long-poll), DELETE: unsubscribe (worker)
+	PathScan         = Prefix + "/scan"             // POST: the reaper's pass (operator)
+	PathQuarantine   = Prefix + "/quarantine-job"   // POST: quarantine (operator)
+	PathUnquarantine = Prefix + "/unquarantine-job" // POST: release from quarantine (operator)
+	PathQuarantined  = Prefix + "/quarantined-jobs" // GET: quarantined jobs (reader)
+	PathLeases       = Prefix + "/leases"           // GET: live leases (reader)
+	PathCounts       = Prefix + "/counts"           // GET: in flight and quarantined (reader)
+	PathCheckToken   = Prefix + "/check-token"      // GET ?job_id=&fencing_token=: token check (reader)
+	PathMetrics      = "/metrics"                   // GET: Prometheus metrics (reader)
+	PathHealth       = "/healthz"                   // GET: liveness, no authentication
+)
+
+// Headers the registry reads besides Authorization: Bearer TOKEN.
+const (
+	// HeaderNamespace names the namespace the client means (its
+	// --namespace); a registry serves one and refuses others. Optional.
+	HeaderNamespace = "Leasectl-Namespace"
+	// HeaderTimeout is how many milliseconds the client will wait for the
+	// answer; the registry bounds its store call by it. Optional.
+	HeaderTimeout = "Leasectl-Timeout-Ms"
+	// HeaderIdempotencyKey makes a retried request safe: the registry
+	// answers a repeated key with the first answer (complete, release,
+	// quarantine, unquarantine, scan) or, where a remembered answer could be stale
+	// (acquire, heartbeat), by doing the idempotent operation again.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderRequestID is echoed, or generated, for the access log.
+	HeaderRequestID = "X-Request-Id"
+)
+
+// Long-poll bounds of GET PathSubscription: a waiter holds one request for
+// up to the timeout it asks (DefaultPollTimeoutMS when it asks none, never
+// more than MaxPollTimeoutMS) instead of polling.
+const (
+	DefaultPollTimeoutMS = 25_000
+	MaxPollTimeoutMS     = 30_000
+)

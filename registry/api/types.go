@@ -1,0 +1,235 @@
+package api
+
+import "time"
+
+// AcquireRequest is the body of POST PathAcquire: seed 002's job_id,
+// worker_id and region, and what leasectl's own runs add. Only job_id and
+// worker_id are required; see DefaultTTL and its neighbours for the rest.
+type AcquireRequest struct {
+	JobID         string     `json:"job_id"`
+	WorkerID      string     `json:"worker_id"`
+	Region        string     `json:"region,omitempty"`
+	Host          string     `json:"host,omitempty"`
+	PID           int        `json:"pid,omitempty"`
+	Command       []string   `json:"command,omitempty"`
+	TTLMS         int64      `json:"ttl_ms,omitempty"`
+	EvidenceTTLMS int64      `json:"evidence_ttl_ms,omitempty"`
+	MaxCrashes    int        `json:"max_crashes,omitempty"`
+	MinIntervalMS int64      `json:"min_interval_ms,omitempty"`
+	TTLDeadline   *time.Time `json:"ttl_deadline,omitempty"`
+}
+
+// Lease is the answer to an acquire: seed 002's fencing_token,
+// lease_expiry, attempt and ttl_deadline, and the rest of the grant.
+type Lease struct {
+	JobID        string    `json:"job_id"`
+	WorkerID     string    `json:"worker_id"`
+	FencingToken int64     `json:"fencing_token"`
+	Attempt      int64     `json:"attempt"`
+	TTLMS        int64     `json:"ttl_ms"`
+	GrantedAt    time.Time `json:"granted_at"`   // the store's clock
+	LeaseExpiry  time.Time `json:"lease_expiry"` // granted_at + ttl
+	// Region is the request's; the job's own is in its status.
+	Region      string     `json:"region,omitempty"`
+	TTLDeadline *time.Time `json:"ttl_deadline,omitempty"`
+	// Recovered is the previous run's crash this grant counted, if any.
+	Recovered *Crash `json:"recovered,omitempty"`
+}
+
+// HeartbeatRequest is the body of POST PathHeartbeat. ttl_ms is required:
+// a renewal extends the lease by it, and the seed's request, which lacks
+// it, would leave the registry guessing.
+type HeartbeatRequest struct {
+	JobID        string `json:"job_id"`
+	WorkerID     string `json:"worker_id"`
+	FencingToken int64  `json:"fencing_token"`
+	TTLMS        int64  `json:"ttl_ms"`
+}
+
+// Heartbeat is the answer to a heartbeat.
+type Heartbeat struct {
+	// NewLeaseExpiry is when the renewal was sent to the store plus the
+	// TTL, by the registry's clock: the store set its expiry no earlier.
+	NewLeaseExpiry time.Time `json:"new_lease_expiry"`
+	TTLMS          int64     `json:"ttl_ms"`
+}
+
+// CompleteRequest is the body of POST PathComplete: the run ends as
+// completed, with the token checked.
+type CompleteRequest struct {
+	JobID        string `json:"job_id"`
+	WorkerID     string `json:"worker_id"`
+	FencingToken int64  `json:"fencing_token"`
+	// Result is a short description of what the job produced (at most
+	// MaxTextLen bytes), kept as the outcome's reason.
+	Result     string `json:"result,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+}
+
+// ReleaseRequest is the body of POST PathRelease: the run ends with an
+// outcome, failed unless result says otherwise.
+type ReleaseRequest struct {
+	JobID        string `json:"job_id"`
+	WorkerID     string `json:"worker_id"`
+	FencingToken int64  `json:"fencing_token"`
+	// Result is completed, failed (the default), crashed or not-started.
+	Result     string `json:"result,omitempty"`
+	ExitCode   int    `json:"exit_code,omitempty"`
+	Signal     int    `json:"signal,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// Success is the answer to complete, release, quarantine and unquarantine.
+type Success struct {
+	Success bool `json:"success"`
+}
+
+// JobStatus is the answer to GET PathStatus: seed 002's state, owner,
+// fencing_token, lease_expiry and attempt, then everything leasectl's own
+// status shows.
+type JobStatus struct {
+	JobID string `json:"job_id"`
+	// State is seed 002's: PENDING, RUNNING, COMPLETED or FAILED (see
+	// SeedState).
+	State string `json:"state"`
+	// LeaseState is leasectl's: IDLE, RUNNING, CRASHED or QUARANTINED.
+	LeaseState   string       `json:"lease_state"`
+	Owner        string       `json:"owner"`         // the live lease's worker; "" when none
+	FencingToken int64        `json:"fencing_token"` // the last token granted; 0 if none
+	LeaseExpiry  *time.Time   `json:"lease_expiry"`  // the live lease's; null when none
+	Attempt      int64        `json:"attempt"`       // how many times the job was granted
+	Region       string       `json:"region"`
+	Now          time.Time    `json:"now"` // the store's clock
+	Holder       *Holder      `json:"holder"`
+	Crashed      *Crash       `json:"crashed"`
+	Crashes      int          `json:"crashes"`
+	MaxCrashes   int          `json:"max_crashes"`
+	Quarantine   *Quarantine  `json:"quarantine"`
+	LastOutcome  *LastOutcome `json:"last_outcome"`
+	LastSuccess  *time.Time   `json:"last_success"`
+	History      []Event      `json:"history"`
+}
+
+// Holder is a live lease.
+type Holder struct {
+	JobID        string    `json:"job_id"`
+	WorkerID     string    `json:"worker_id"`
+	Host         string    `json:"host"`
+	PID          int       `json:"pid"`
+	FencingToken int64     `json:"fencing_token"`
+	Attempt      int64     `json:"attempt"`
+	Command      []string  `json:"command"`
+	StartedAt    time.Time `json:"started_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	ReadAt       time.Time `json:"read_at"`
+}
+
+// Crash is a run whose supervisor vanished.
+type Crash struct {
+	JobID        string    `json:"job_id"`
+	WorkerID     string    `json:"worker_id"`
+	Host         string    `json:"host"`
+	PID          int       `json:"pid"`
+	FencingToken int64     `json:"fencing_token"`
+	Command      []string  `json:"command"`
+	StartedAt    time.Time `json:"started_at"`
+	StaleSince   time.Time `json:"stale_since"`
+	DetectedAt   time.Time `json:"detected_at"`
+	Crashes      int       `json:"crashes"`
+	Quarantined  bool      `json:"quarantined"`
+}
+
+// Quarantine is a quarantined job.
+type Quarantine struct {
+	JobID      string    `json:"job_id"`
+	Crashes    int       `json:"crashes"`
+	Since      time.Time `json:"since"`
+	Reason     string    `json:"reason"`
+	By         string    `json:"by"`
+	LastWorker string    `json:"last_worker"`
+	LastHost   string    `json:"last_host"`
+}
+
+// LastOutcome is how the job's last run ended.
+type LastOutcome struct {
+	Result       string    `json:"result"`
+	ExitCode     int       `json:"exit_code"`
+	Signal       int       `json:"signal"`
+	DurationMS   int64     `json:"duration_ms"`
+	Reason       string    `json:"reason"`
+	WorkerID     string    `json:"worker_id"`
+	FencingToken int64     `json:"fencing_token"`
+	FinishedAt   time.Time `json:"finished_at"`
+}
+
+// Event is one entry of a job's history.
+type Event struct {
+	At           time.Time `json:"at"`
+	Event        string    `json:"event"`
+	WorkerID     string    `json:"worker_id"`
+	FencingToken int64     `json:"fencing_token"`
+	Detail       string    `json:"detail"`
+}
+
+// ScanResult is the answer to POST PathScan: the crashes this pass
+// counted. They are consumed: a later scan will not find them again.
+type ScanResult struct {
+	Crashes []Crash `json:"crashes"`
+}
+
+// Leases is the answer to GET PathLeases, ordered by job.
+type Leases struct {
+	Leases []Holder `json:"leases"`
+}
+
+// QuarantinedJobs is the answer to GET PathQuarantined, ordered by job.
+type QuarantinedJobs struct {
+	Jobs []Quarantine `json:"jobs"`
+}
+
+// Counts is the answer to GET PathCounts.
+type Counts struct {
+	InFlight    int `json:"in_flight"`
+	Quarantined int `json:"quarantined"`
+}
+
+// NoteRequest is the body of POST PathQuarantine and PathUnquarantine: the
+// job, who acts and why.
+type NoteRequest struct {
+	JobID  string `json:"job_id"`
+	By     string `json:"by"`
+	Reason string `json:"reason"`
+}
+
+// TokenCheck is the answer to GET PathCheckToken for a current token; a
+// stale one is an error (code stale_token) with the same fields.
+type TokenCheck struct {
+	JobID        string `json:"job_id"`
+	FencingToken int64  `json:"fencing_token"`
+	Valid        bool   `json:"valid"`
+	CurrentToken int64  `json:"current_token"`
+	Live         bool   `json:"live"`
+}
+
+// SubscribeRequest is the body of POST PathSubscribe.
+type SubscribeRequest struct {
+	JobID string `json:"job_id"`
+}
+
+// Subscription is the answer to a subscribe: from now on, every release of
+// the job is kept for the subscription until a wait collects it.
+type Subscription struct {
+	SubscriptionID string `json:"subscription_id"`
+	JobID          string `json:"job_id"`
+	// IdleTimeoutMS is how long the registry keeps a subscription nobody
+	// waits on before it drops it.
+	IdleTimeoutMS int64 `json:"idle_timeout_ms"`
+}
+
+// Wait is the answer to a long-poll: released is true when the job was
+// released (or its crash counted, or it left quarantine) since the
+// subscription's last wait; false when the wait timed out.
+type Wait struct {
+	Released bool `json:"released"`
+}

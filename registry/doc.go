@@ -1,0 +1,28 @@
+// Package registry is leasectl's execution registry (seed 002, `leasectl
+// serve`): an HTTP/JSON server in front of any leasestore.Store, so that
+// workers that cannot reach the store itself (a Redis or an etcd closed to
+// them) acquire, heartbeat, complete and release jobs through it, and
+// on-call tools see and act on them. Package api holds the wire form;
+// leasestore/httpstore is the client that makes a registry a store again.
+//
+// What it guarantees: every operation is one call of the store behind it,
+// so the store's guarantees hold unchanged (one live lease per job, rising
+// fencing tokens, crashes counted once); an answer is the store's answer,
+// and a refusal keeps the data of the store's typed error under a stable
+// code; a request is bounded by the time its client said it would wait
+// (api.HeaderTimeout) and by a limit of its own; a retried request is safe
+// (acquire and heartbeat are idempotent in the store, and the answers of
+// complete, release, quarantine and scan are remembered by Idempotency-Key);
+// bearer tokens are compared in constant time and never logged; every
+// request is authenticated and allowed by its token's role, except
+// /healthz.
+//
+// What it does not guarantee: that a client's notification of a release
+// arrives (a subscription lives in one registry process, and a restart
+// drops it: the client subscribes again and wakes its waiter once, as a
+// store's best-effort notifications allow); that an answer the client did
+// not receive was not acted on (as with any store, the operation may or
+// may not have happened); fairness between clients beyond a per-address
+// rate limit. The registry keeps nothing of its own across a restart: the
+// store is the authority.
+package registry

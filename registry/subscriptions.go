@@ -1,0 +1,246 @@
+package registry
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/registry/api"
+)
+
+// Subscription bounds. A subscription nobody waits on is dropped after
+// subscriptionIdle: long enough for a client between two long-polls, or
+// riding out a short network failure, short enough that the subscriptions
+// of clients that vanished go soon. maxSubscriptions bounds what one
+// registry holds (each job waited on holds one store subscription, on
+// Redis a connection).
+const (
+	subscriptionIdle = 2 * api.MaxPollTimeoutMS * time.Millisecond
+	maxSubscriptions = 10_000
+)
+
+// hub holds the registry's subscriptions. Waiters of one job share one
+// store subscription; each of them keeps a pending release until it
+// collects it with a wait, so that nothing released between two
+// long-polls is missed.
+type hub struct {
+	store leasestore.Store
+	now   func() time.Time
+
+	mu     sync.Mutex
+	jobs   map[string]*jobWatch
+	subs   map[string]*subscription
+	closed bool
+}
+
+// jobWatch is the store subscription of one job and its waiters.
+type jobWatch struct {
+	job     string
+	ready   chan struct{} // closed once sub or err is set
+	sub     leasestore.Subscription
+	err     error
+	waiters map[*subscription]struct{}
+	stop    chan struct{}
+	ended   bool // no waiter is left, or the store subscription failed
+}
+
+// subscription is one client's: its pending release (pending holds a
+// value) and when it was last waited on.
+type subscription struct {
+	id      string
+	job     string
+	w       *jobWatch
+	owner   [sha256.Size]byte // the digest of the token that made it
+	pending chan struct{}
+	waiting int // waits in progress
+	seen    time.Time
+}
+
+func newHub(store leasestore.Store, now func() time.Time) *hub {
+	return &hub{store: store, now: now, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}}
+}
+
+// subscribe makes a subscription to job for the token with digest owner.
+// When it returns, the store subscription is in place: every release
+// after this moment is kept for the subscription.
+func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte) (*subscription, error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, api.Errorf(api.CodeShuttingDown, "the registry is shutting down")
+	}
+	if len(h.subs) >= maxSubscriptions {
+		h.mu.Unlock()
+		return nil, api.Errorf(api.CodeTooManySubscriptions, "the registry holds %d subscriptions, its limit", maxSubscriptions)
+	}
+	w, ok := h.jobs[job]
+	if !ok {
+		w = &jobWatch{job: job, ready: make(chan struct{}), waiters: map[*subscription]struct{}{}, stop: make(chan struct{})}
+		h.jobs[job] = w
+	}
+	s := &subscription{id: newID(), job: job, w: w, owner: owner, pending: make(chan struct{}, 1), seen: h.now()}
+	// Joined now, the subscription is notified by the store subscription
+	// as soon as that is in place.
+	w.waiters[s] = struct{}{}
+	h.subs[s.id] = s
+	h.mu.Unlock()
+
+	if !ok {
+		sub, err := h.store.Subscribe(ctx, job)
+		h.mu.Lock()
+		w.sub, w.err = sub, err
+		close(w.ready)
+		if err != nil {
+			h.endLocked(w)
+		}
+		h.mu.Unlock()
+		if err == nil {
+			go h.forward(w)
+		}
+	}
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		h.drop(s)
+		return nil, &leasestore.UnavailableError{Op: "subscribe", Err: ctx.Err()}
+	}
+	if w.err != nil {
+		h.drop(s)
+		return nil, w.err
+	}
+	return s, nil
+}
+
+// forward passes w's store notifications to its waiters until w stops.
+func (h *hub) forward(w *jobWatch) {
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.sub.Released():
+			h.mu.Lock()
+			for s := range w.waiters {
+				select {
+				case s.pending <- struct{}{}:
+				default:
+				}
+			}
+			h.mu.Unlock()
+		}
+	}
+}
+
+// get returns the subscription id of owner, or nil.
+func (h *hub) get(id string, owner [sha256.Size]byte) *subscription {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.subs[id]
+	if s == nil || s.owner != owner {
+		return nil
+	}
+	return s
+}
+
+// wait waits up to timeout for a release of s's job, or until draining
+// closes or ctx ends. It reports whether there was a release.
+func (h *hub) wait(ctx context.Context, s *subscription, timeout time.Duration, draining <-chan struct{}) (bool, error) {
+	h.mu.Lock()
+	s.waiting++
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		s.waiting--
+		s.seen = h.now()
+		h.mu.Unlock()
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-s.pending:
+		return true, nil
+	case <-t.C:
+		return false, nil
+	case <-draining:
+		return false, api.Errorf(api.CodeShuttingDown, "the registry is shutting down; subscribe again")
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// drop ends s; the job's store subscription ends with its last waiter.
+func (h *hub) drop(s *subscription) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dropLocked(s)
+}
+
+func (h *hub) dropLocked(s *subscription) {
+	if h.subs[s.id] != s {
+		return
+	}
+	delete(h.subs, s.id)
+	delete(s.w.waiters, s)
+	if len(s.w.waiters) == 0 {
+		h.endLocked(s.w)
+	}
+}
+
+// endLocked takes w out of the hub, so that the job's next subscriber
+// makes a new store subscription, and closes w's store subscription once
+// it is in place.
+func (h *hub) endLocked(w *jobWatch) {
+	if w.ended {
+		return
+	}
+	w.ended = true
+	if h.jobs[w.job] == w {
+		delete(h.jobs, w.job)
+	}
+	go func() {
+		<-w.ready
+		if w.sub != nil {
+			close(w.stop)
+			_ = w.sub.Close()
+		}
+	}()
+}
+
+// sweep drops the subscriptions nobody waited on for subscriptionIdle.
+func (h *hub) sweep() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	for _, s := range h.subs {
+		if s.waiting == 0 && now.Sub(s.seen) > subscriptionIdle {
+			h.dropLocked(s)
+		}
+	}
+}
+
+// count is how many subscriptions there are.
+func (h *hub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+// close drops every subscription and refuses new ones.
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for _, s := range h.subs {
+		h.dropLocked(s)
+	}
+}
+
+// newID is a random subscription or request ID.
+func newID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
