@@ -13,6 +13,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -38,8 +39,39 @@ func main() {
 	}
 }
 
+// step is one group of figures, named for -only.
+type step struct {
+	name string
+	run  func(*bench) error
+}
+
+// steps are every group of figures, in the order they are printed.
+var steps = []step{
+	{"startup", (*bench).startup}, {"budget", (*bench).budget}, {"handoffs", (*bench).handoffs},
+	{"failover", (*bench).failover}, {"failfast", (*bench).failFast}, {"rss", (*bench).rss},
+	{"store", (*bench).storeFigures}, {"fence", (*bench).fenceFigures}, {"topologies", (*bench).topologies},
+	{"etcd", (*bench).etcdFigures}, {"postgres", (*bench).postgres}, {"registry", (*bench).registryFigures},
+}
+
 func run() error {
 	began := time.Now()
+	var names []string
+	for _, s := range steps {
+		names = append(names, s.name)
+	}
+	only := flag.String("only", "", "run only these groups of figures, comma-separated: "+strings.Join(names, ", "))
+	flag.Parse()
+	chosen := steps
+	if *only != "" {
+		chosen = nil
+		for _, name := range strings.Split(*only, ",") {
+			i := slices.IndexFunc(steps, func(s step) bool { return s.name == name })
+			if i < 0 {
+				return fmt.Errorf("-only %s: no such group; the groups: %s", name, strings.Join(names, ", "))
+			}
+			chosen = append(chosen, steps[i])
+		}
+	}
 	if _, err := os.Stat("go.mod"); err != nil {
 		return fmt.Errorf("run from the module root (make bench): %w", err)
 	}
@@ -57,8 +89,8 @@ func run() error {
 		return err
 	}
 	defer b.stopServers()
-	for _, step := range []func() error{b.startup, b.handoffs, b.failover, b.failFast, b.rss, b.storeFigures, b.fenceFigures, b.topologies, b.etcdFigures, b.postgres, b.registryFigures} {
-		if err := step(); err != nil {
+	for _, s := range chosen {
+		if err := s.run(b); err != nil {
 			return err
 		}
 	}
@@ -73,6 +105,7 @@ type bench struct {
 	stamp    string
 	setnx    string
 	emptyGo  string
+	initOnly string
 	rng      *rand.Rand
 	servers
 	seq int // numbers files and job IDs
@@ -90,6 +123,7 @@ func (b *bench) build() error {
 	b.stamp = filepath.Join(b.tmp, "stamp")
 	b.setnx = filepath.Join(b.tmp, "setnx")
 	b.emptyGo = filepath.Join(b.tmp, "empty-go")
+	b.initOnly = filepath.Join(b.tmp, "init-only")
 	emptyDir := filepath.Join(b.tmp, "empty-go-src")
 	if err := os.Mkdir(emptyDir, 0o755); err != nil {
 		return err
@@ -100,7 +134,7 @@ func (b *bench) build() error {
 		}
 	}
 	for _, t := range []struct{ out, dir, pkg string }{
-		{b.leasectl, "", "."}, {b.stamp, "", "./bench/stamp"}, {b.setnx, "", "./bench/setnx"}, {b.emptyGo, emptyDir, "."},
+		{b.leasectl, "", "."}, {b.stamp, "", "./bench/stamp"}, {b.setnx, "", "./bench/setnx"}, {b.initOnly, "", "./bench/initonly"}, {b.emptyGo, emptyDir, "."},
 	} {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", t.out, t.pkg)
 		cmd.Dir = t.dir
