@@ -57,12 +57,13 @@ func exitCode(err error) int {
 	var nsErr *leasestore.NamespaceError
 	var dErr *leasestore.DeadlineError
 	var rErr *leasestore.RegionError
+	var reqErr *leasestore.RequestError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &idErr), supervise.IsConfigError(err), errors.As(err, &urlErr), errors.As(err, &nsErr):
+	case errors.As(err, &idErr), supervise.IsConfigError(err), errors.As(err, &urlErr), errors.As(err, &nsErr), errors.As(err, &reqErr):
 		// A store may find a URL unusable only when it first talks to the
 		// server (a database it does not have): still a usage error.
 		return exitUsage

@@ -138,3 +138,18 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // Is reports whether target is ErrUnavailable.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// RequestError is a request the store refused as malformed: a value the
+// caller gave, such as a flag, that the store cannot take (a registry
+// answering 400 names the field). Commands exit 64 on it, as on any other
+// bad input.
+type RequestError struct {
+	Op     string
+	Field  string
+	Reason string
+}
+
+// Error names the operation, the field and why it was refused.
+func (e *RequestError) Error() string {
+	return fmt.Sprintf("%s: the store refused %s: %s", e.Op, e.Field, e.Reason)
+}

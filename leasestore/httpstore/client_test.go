@@ -103,11 +103,29 @@ func TestAuthErrors(t *testing.T) {
 	_, err = reg.Open(t, "leasectl", registrytest.ReaderToken).Acquire(storetest.Ctx(t), req)
 	wantAuthError(t, err, http.StatusForbidden, "role reader", "worker")
 
-	// Another namespace than the registry's is refused, not served from
-	// the wrong one.
+}
+
+// A registry's 400 is the caller's input refused, a usage error, not an
+// unavailable store: another namespace than the registry's, which is
+// refused rather than served from the wrong one, and a field the registry
+// will not take.
+func TestBadRequests(t *testing.T) {
+	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registrytest.Start(t, backend, "leasectl")
+	req := storetest.Request("job", "w", time.Minute)
 	_, err = reg.Open(t, "team-b", registrytest.WorkerToken).Acquire(storetest.Ctx(t), req)
-	if !errors.Is(err, leasestore.ErrUnavailable) || !strings.Contains(err.Error(), "namespace") {
-		t.Errorf("another namespace: %v", err)
+	var nsErr *leasestore.NamespaceError
+	if !errors.As(err, &nsErr) || nsErr.Namespace != "team-b" || !strings.Contains(err.Error(), `serves namespace "leasectl"`) {
+		t.Errorf("another namespace: %v, want a NamespaceError naming the registry's", err)
+	}
+	req.Holder = "w\x01" // the registry takes no control character in a worker ID
+	_, err = reg.Open(t, "leasectl", registrytest.WorkerToken).Acquire(storetest.Ctx(t), req)
+	var reqErr *leasestore.RequestError
+	if !errors.As(err, &reqErr) || reqErr.Field != "worker_id" || errors.Is(err, leasestore.ErrUnavailable) {
+		t.Errorf("a control character in the worker ID: %v, want a RequestError naming worker_id", err)
 	}
 }
 

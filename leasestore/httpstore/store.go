@@ -160,6 +160,10 @@ func (s *Store) refusal(op string, status int, data []byte) error {
 		return &leasestore.UnavailableError{Op: op, Err: &AuthError{Registry: s.display, Status: http.StatusUnauthorized, Message: e.Message, NoToken: s.token == ""}}
 	case api.CodeForbidden:
 		return &leasestore.UnavailableError{Op: op, Err: &AuthError{Registry: s.display, Status: http.StatusForbidden, Role: e.Role, Required: e.RequiredRole, Message: e.Message}}
+	case api.CodeNamespaceMismatch:
+		return &leasestore.NamespaceError{Namespace: s.namespace, Reason: fmt.Sprintf("the registry %s serves namespace %q", s.display, e.Namespace)}
+	case api.CodeInvalidRequest:
+		return &leasestore.RequestError{Op: op, Field: e.Field, Reason: e.Message}
 	}
 	if err := e.StoreError(); err != nil {
 		return err
