@@ -589,7 +589,7 @@ func TestConformanceThroughServe(t *testing.T) {
 		storetest.Run(t, conformanceHarness{store: func(t testing.TB) (string, string, func(testing.TB)) {
 			dir := t.TempDir()
 			return "file://" + dir, "leasectl", func(t testing.TB) {
-				// The embedded store's data (leasestore/boltstore, file.go).
+				// The embedded store's data (leasestore/filestore, file.go).
 				if err := os.RemoveAll(filepath.Join(dir, "leasectl.store")); err != nil {
 					t.Fatalf("wipe: %v", err)
 				}

@@ -14,8 +14,8 @@ import (
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/internal/registrytest"
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/boltstore"
 	"github.com/leasectl/leasectl/leasestore/etcdstore"
+	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/leasestore/redisstore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
@@ -74,7 +74,7 @@ var realStores = []realStore{
 	{"embedded", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
 		dir := t.TempDir()
 		wipe := func() {
-			// The embedded store's data (leasestore/boltstore, file.go).
+			// The embedded store's data (leasestore/filestore, file.go).
 			if err := os.RemoveAll(filepath.Join(dir, "leasectl.store")); err != nil {
 				t.Fatal(err)
 			}
@@ -88,7 +88,7 @@ var realStores = []realStore{
 		dir := t.TempDir()
 		reg := registrytest.Start(t, openEmbedded(t, dir), "leasectl")
 		wipe := func() {
-			// The embedded store's data (leasestore/boltstore, file.go).
+			// The embedded store's data (leasestore/filestore, file.go).
 			if err := os.RemoveAll(filepath.Join(dir, "leasectl.store")); err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +148,7 @@ func openRedis(t *testing.T, url, ns string) leasestore.Store {
 
 func openEmbedded(t *testing.T, dir string) leasestore.Store {
 	t.Helper()
-	s, err := boltstore.Open(dir, "leasectl")
+	s, err := filestore.Open(dir, "leasectl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // and the on-call half, Operator), the requests and results they exchange,
 // the typed errors, job-ID and namespace validation, URL redaction, and
 // Open, which picks a driver by URL scheme. Each store is a driver package
-// that registers itself (boltstore: file://, the default; redisstore:
+// that registers itself (filestore: file://, the default; redisstore:
 // redis:// and rediss://; etcdstore: etcd:// and etcds://; httpstore:
 // https://, any store through a registry) and proves itself against the
 // conformance suite in storetest, as Go CDK's blob, blob/driver and

@@ -9,7 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/boltstore"
+	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
 
@@ -22,7 +22,7 @@ func (down) RecordLate(context.Context, leasestore.LateOutcome) (leasestore.Corr
 
 func TestPutKeepsUntilDelivered(t *testing.T) {
 	state := t.TempDir()
-	store, err := boltstore.Open(t.TempDir(), "ns")
+	store, err := filestore.Open(t.TempDir(), "ns")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/boltstore"
+	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/registry/api"
 )
 
@@ -51,7 +51,7 @@ type fakeStore struct {
 
 func newFakeStore(t testing.TB) *fakeStore {
 	t.Helper()
-	s, err := boltstore.Open(t.TempDir(), testNamespace)
+	s, err := filestore.Open(t.TempDir(), testNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}

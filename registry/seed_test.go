@@ -11,7 +11,7 @@ import (
 
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/boltstore"
+	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/leasestore/redisstore"
 	"github.com/leasectl/leasectl/registry/api"
 )
@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 func realStores(t *testing.T) map[string]func(t *testing.T) leasestore.Store {
 	return map[string]func(t *testing.T) leasestore.Store{
 		"embedded": func(t *testing.T) leasestore.Store {
-			s, err := boltstore.Open(t.TempDir(), testNamespace)
+			s, err := filestore.Open(t.TempDir(), testNamespace)
 			if err != nil {
 				t.Fatal(err)
 			}

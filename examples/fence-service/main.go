@@ -32,7 +32,7 @@ import (
 
 	"github.com/leasectl/leasectl/fence"
 	"github.com/leasectl/leasectl/leasestore"
-	_ "github.com/leasectl/leasectl/leasestore/boltstore"  // file:///dir, the embedded store
+	_ "github.com/leasectl/leasectl/leasestore/filestore"  // file:///dir, the embedded store
 	_ "github.com/leasectl/leasectl/leasestore/redisstore" // redis://, rediss://
 )
 

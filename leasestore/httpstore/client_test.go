@@ -16,7 +16,7 @@ import (
 	"github.com/leasectl/leasectl/internal/registrytest"
 	"github.com/leasectl/leasectl/internal/testcert"
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/boltstore"
+	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/leasestore/httpstore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 	"github.com/leasectl/leasectl/registry"
@@ -84,7 +84,7 @@ func wantAuthError(t *testing.T, err error, status int, says ...string) {
 }
 
 func TestAuthErrors(t *testing.T) {
-	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	backend, err := filestore.Open(t.TempDir(), "leasectl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestAuthErrors(t *testing.T) {
 // refused rather than served from the wrong one, and a field the registry
 // will not take.
 func TestBadRequests(t *testing.T) {
-	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	backend, err := filestore.Open(t.TempDir(), "leasectl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestRenewReturnsByItsDeadline(t *testing.T) {
 // ErrLeaseLost; a release of the same lease with another outcome is
 // refused.
 func TestReleaseRetriedGetsTheFirstAnswer(t *testing.T) {
-	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	backend, err := filestore.Open(t.TempDir(), "leasectl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestReleaseRetriedGetsTheFirstAnswer(t *testing.T) {
 
 // The URL's region goes with every acquire.
 func TestRegionFromTheURL(t *testing.T) {
-	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	backend, err := filestore.Open(t.TempDir(), "leasectl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestRegionFromTheURL(t *testing.T) {
 // waiter woken once in case a release was missed; releases after it are
 // delivered.
 func TestSubscriptionAcrossARegistryRestart(t *testing.T) {
-	backend, err := boltstore.Open(t.TempDir(), "leasectl")
+	backend, err := filestore.Open(t.TempDir(), "leasectl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/internal/registrytest"
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/boltstore"
+	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/leasestore/redisstore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
@@ -44,7 +44,7 @@ type embeddedHarness struct{}
 
 func (embeddedHarness) NewStore(t testing.TB) storetest.Fixture {
 	dir := t.TempDir()
-	backend, err := boltstore.Open(dir, "leasectl")
+	backend, err := filestore.Open(dir, "leasectl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func (embeddedHarness) NewStore(t testing.TB) storetest.Fixture {
 		Open: func(t testing.TB) leasestore.Store { return reg.Open(t, "leasectl", registrytest.OperatorToken) },
 		Wipe: func(t testing.TB) {
 			// The embedded store's data: one folder per namespace
-			// (leasestore/boltstore, file.go).
+			// (leasestore/filestore, file.go).
 			data, err := filepath.Glob(filepath.Join(dir, "*.store"))
 			if err != nil || len(data) != 1 {
 				t.Fatalf("wipe: the embedded store's folders %v (%v), want one", data, err)
