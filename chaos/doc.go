@@ -14,5 +14,8 @@
 // leader SIGKILLed (and restarted) and SIGSTOPped among the faults.
 //
 // CHAOS_SECONDS sets how long the fault run lasts (default 20); `make chaos`
-// runs it for 60 seconds. The package has no code outside its tests.
+// runs it for 60 seconds, and with it the Sentinel and Cluster modes without
+// min_replicas, which measure how often children overlap where nothing
+// promises they will not; `make test` skips those. The package has no code
+// outside its tests.
 package chaos

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -102,6 +103,19 @@ func awaitWhole(primary func() (*redistest.Server, error), replicas int) error {
 	}
 }
 
+// measurementOnly skips a chaos mode whose point is a figure (how often
+// children overlap where nothing promises they will not) unless
+// CHAOS_SECONDS is set, as `make chaos` sets it. Its checks are the ones
+// the exclusive modes make too, and a Redis deployment that fails to heal
+// within the fault's timeout, which a busy 2-core machine sometimes sees,
+// would fail `make test` for a figure.
+func measurementOnly(t *testing.T) {
+	t.Helper()
+	if os.Getenv("CHAOS_SECONDS") == "" {
+		t.Skip("a measurement of overlaps without min_replicas: make chaos runs it")
+	}
+}
+
 // sentinelReplicas is how many replicas the Sentinel deployment has.
 const sentinelReplicas = 2
 
@@ -127,6 +141,7 @@ func TestChaosSentinel(t *testing.T) {
 // TestChaosSentinelAsync: the same failovers without min_replicas. Overlaps
 // are reported, not failed: asynchronous replication promises none.
 func TestChaosSentinelAsync(t *testing.T) {
+	measurementOnly(t)
 	topo := startSentinel(t)
 	h := newHarness(t, "chaos-sentinel-async", topo.URL())
 	h.chaos(duration(t), append(sentinelFaults(topo, sentinelReplicas), killSupervisor, killChild), overlapsReported)
@@ -256,6 +271,7 @@ func TestChaosCluster(t *testing.T) {
 // TestChaosClusterAsync: the same faults without min_replicas; overlaps are
 // reported, not failed.
 func TestChaosClusterAsync(t *testing.T) {
+	measurementOnly(t)
 	c := startCluster(t)
 	h := newHarness(t, "chaos-cluster-async", clusterURL(c))
 	h.chaos(duration(t), append(clusterFaults(c, "chaos"), killSupervisor, killChild), overlapsReported)
