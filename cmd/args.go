@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -85,6 +86,8 @@ func wanted(typ, value string) string {
 		return "want a whole number"
 	case "bool":
 		return "want true or false"
+	case timestampType:
+		return "want an RFC 3339 time such as 2026-11-23T06:00:00Z or 2026-11-23T07:00:00+01:00"
 	default:
 		return "not a valid " + typ
 	}
@@ -123,3 +126,27 @@ func compactDuration(s string) string {
 	}
 	return s
 }
+
+// timestampType is the type name pflag shows for a timestampFlag.
+const timestampType = "timestamp"
+
+// timestampFlag is a flag holding a point in time, written in RFC 3339.
+type timestampFlag struct{ t *time.Time }
+
+func (f timestampFlag) String() string {
+	if f.t == nil || f.t.IsZero() {
+		return ""
+	}
+	return f.t.Format(time.RFC3339)
+}
+
+func (f timestampFlag) Set(s string) error {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return err
+	}
+	*f.t = t
+	return nil
+}
+
+func (timestampFlag) Type() string { return timestampType }

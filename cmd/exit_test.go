@@ -44,7 +44,7 @@ func TestExitCodeOfStoreRefusals(t *testing.T) {
 // looks for them.
 func TestRunHelpListsItsExitCodes(t *testing.T) {
 	long := strings.Join(strings.Fields(NewCmdRun(NewFactory(), nil).Long), " ")
-	for _, code := range []int{exitUsage, exitUnavailable, exitHeld, exitQuarantined, exitRegion, exitMaxRuntime, exitLeaseLost} {
+	for _, code := range []int{exitUsage, exitUnavailable, exitHeld, exitQuarantined, exitDeadline, exitRegion, exitMaxRuntime, exitLeaseLost} {
 		if !strings.Contains(long, fmt.Sprintf(" %d ", code)) {
 			t.Errorf("run --help does not list exit %d", code)
 		}

@@ -57,7 +57,7 @@ Timing rules: --heartbeat ≤ --ttl/3; --heartbeat < --safety < --ttl;
 
 Exit codes: CMD's own (128+N if it died of signal N); 64 usage; 69 store
 unavailable; 75 held elsewhere (--conflict-exit-code); 76 quarantined;
-78 the job belongs to another region (?region= on a registry URL);
+77 --ttl-deadline passed; 78 the job belongs to another region (--region);
 124 --max-runtime passed; 125 lease lost, CMD killed; 126/127 CMD not
 executable / not found. A --min-interval skip exits 0.`,
 		Example: `  # Run once at a time across every host sharing the store:
@@ -115,6 +115,8 @@ executable / not found. A --min-interval skip exits 0.`,
 	fl.StringVar(&c.WorkerID, "worker-id", "", "this run's worker ID (default host:pid:random)")
 	fl.IntVar(&opts.ConflictExitCode, "conflict-exit-code", exitHeld, "exit code when the lease is held elsewhere (0: a quiet skip, like flock -E 0)")
 	fl.DurationVar(&c.MinInterval, "min-interval", 0, "skip (exit 0) if the job last succeeded less than this long ago")
+	fl.StringVar(&c.Region, "region", "", "this worker's region: a job first granted in a region is refused to workers of others (exit 78); default: a registry URL's ?region=, else any")
+	fl.Var(timestampFlag{&c.Deadline}, "ttl-deadline", "the job's hard deadline, an RFC 3339 time: past it by the store's clock the job is refused for good (exit 77), also while --wait waits")
 	_ = cmd.MarkFlagRequired("job")
 	_ = cmd.RegisterFlagCompletionFunc("job", completeJobs(f, true, true))
 	return cmd

@@ -97,7 +97,7 @@ type DeadlineError struct {
 // Error says when the deadline passed.
 func (e *DeadlineError) Error() string {
 	return fmt.Sprintf("job %q passed its ttl_deadline %s %s ago (by the store's clock): it is no longer retried",
-		e.Job, e.Deadline.UTC().Format(time.RFC3339), e.Now.Sub(e.Deadline).Round(time.Millisecond))
+		e.Job, e.Deadline.UTC().Format(time.RFC3339), e.Now.Sub(e.Deadline).Round(time.Second))
 }
 
 // StaleTokenError is returned by CheckToken for a token that may no longer

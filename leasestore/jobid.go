@@ -87,3 +87,19 @@ func ValidateNamespace(ns string) error {
 	}
 	return nil
 }
+
+// MaxRegionLen is the longest region a worker may name.
+const MaxRegionLen = 64
+
+// ValidateRegion checks a region (seed 002's regional isolation, as
+// AcquireRequest.Region): 1–64 bytes of the job ID character set, since a
+// store keeps it on the job's record and may use it in keys.
+func ValidateRegion(region string) error {
+	if region == "" || len(region) > MaxRegionLen {
+		return fmt.Errorf("a region is 1 to %d bytes long", MaxRegionLen)
+	}
+	if err := ValidateJobID(region); err != nil {
+		return fmt.Errorf("a region is made of A-Z a-z 0-9 . _ - : / @ + =")
+	}
+	return nil
+}

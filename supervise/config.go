@@ -55,6 +55,13 @@ type Config struct {
 	MinInterval time.Duration // 0: off
 	Wait        bool
 	WaitTimeout time.Duration // 0: wait for ever (with Wait)
+	// Region is the worker's region: a job first granted in a region is
+	// refused to workers of others (*leasestore.RegionError). "": any.
+	Region string
+	// Deadline is the job's hard deadline (seed 002's ttl_deadline): past
+	// it by the store's clock, the job is refused for good
+	// (*leasestore.DeadlineError), with --wait too. Zero: none.
+	Deadline time.Time
 
 	// Interactive gives the child the terminal's foreground (stdin is a
 	// terminal).
@@ -98,6 +105,11 @@ func (c *Config) SetDefaults() {
 func (c *Config) Validate() error {
 	if err := leasestore.ValidateJobID(c.Job); err != nil {
 		return err
+	}
+	if c.Region != "" {
+		if err := leasestore.ValidateRegion(c.Region); err != nil {
+			return &ConfigError{fmt.Sprintf("--region %q: %v", c.Region, err)}
+		}
 	}
 	if len(c.Command) == 0 || c.Command[0] == "" {
 		return &ConfigError{"no command to run: give it after --, as in: leasectl run --job ID -- CMD [ARGS...]"}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/registry/api"
 )
 
 func init() {
@@ -87,7 +86,7 @@ func Open(rawURL, namespace string, opts Options) (*Store, error) {
 		}
 	}
 	if q.Has("region") {
-		if err := api.ValidateRegion(region); err != nil {
+		if err := leasestore.ValidateRegion(region); err != nil {
 			return nil, bad("region: %v", err)
 		}
 	}

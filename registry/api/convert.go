@@ -21,7 +21,6 @@ const (
 const (
 	MaxTextLen     = 1024
 	MaxWorkerIDLen = 200
-	MaxRegionLen   = 64
 	MaxHostLen     = 255
 )
 
@@ -36,17 +35,6 @@ func MS(d time.Duration) int64 {
 
 // Duration is ms milliseconds.
 func Duration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
-
-// ValidateRegion checks a region: 1–64 bytes of the job-ID characters.
-func ValidateRegion(region string) error {
-	if region == "" || len(region) > MaxRegionLen {
-		return fmt.Errorf("a region is 1 to %d bytes long", MaxRegionLen)
-	}
-	if err := leasestore.ValidateJobID(region); err != nil {
-		return fmt.Errorf("a region is made of A-Z a-z 0-9 . _ - : / @ + =")
-	}
-	return nil
-}
 
 // text checks free text of at most limit bytes without NUL or other
 // control bytes but tab; required refuses it empty.
@@ -117,7 +105,7 @@ func (a *AcquireRequest) ToStore() (leasestore.AcquireRequest, error) {
 		return leasestore.AcquireRequest{}, err
 	}
 	if a.Region != "" {
-		if err := ValidateRegion(a.Region); err != nil {
+		if err := leasestore.ValidateRegion(a.Region); err != nil {
 			return leasestore.AcquireRequest{}, &FieldError{Field: "region", Reason: err.Error()}
 		}
 	}
