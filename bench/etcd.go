@@ -10,11 +10,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/etcdstore"
@@ -168,44 +165,17 @@ func etcdTiming() []string {
 	return []string{"--ttl", etcdFaultTTL.String(), "--heartbeat", etcdFaultHeartbeat.String(), "--safety", etcdFaultSafety.String()}
 }
 
+// etcdFaults is the bench's etcd with the etcd fault timing.
+func (b *bench) etcdFaults() faultStore {
+	return faultStore{url: b.etcdStoreURL(), timing: etcdTiming(), heartbeat: etcdFaultHeartbeat}
+}
+
 // etcdFailover times SIGKILL of the holder's supervisor → the waiter's
 // child starts, on etcd.
 func (b *bench) etcdFailover() error {
-	var s []float64
-	for range faultRounds {
-		job := "failover-" + strconv.Itoa(b.next())
-		holder, err := startProc(b.leasectlEtcd(append(append([]string{"run", "--job", job}, etcdTiming()...), "--", b.stamp, "hold", b.file("holder"))...), true)
-		if err != nil {
-			return err
-		}
-		if _, err := holder.childPID(); err != nil {
-			holder.cmd.Process.Kill()
-			return err
-		}
-		waiterFile := b.file("waiter")
-		waiter, err := startProc(b.leasectlEtcd(append(append([]string{"--log-level", "debug", "run", "--job", job, "--wait"}, etcdTiming()...), "--", b.stamp, "start", waiterFile)...), false)
-		if err != nil {
-			holder.cmd.Process.Kill()
-			return err
-		}
-		if err := waiter.awaitWaiting(); err != nil {
-			holder.cmd.Process.Kill()
-			waiter.cmd.Process.Kill()
-			return err
-		}
-		time.Sleep(time.Duration(b.rng.Int64N(int64(etcdFaultHeartbeat))))
-		killed := mono()
-		holder.cmd.Process.Kill()
-		holder.release()
-		holder.wait()
-		if err := waiter.waitOK(); err != nil {
-			return err
-		}
-		started, err := readStamp(waiterFile)
-		if err != nil {
-			return err
-		}
-		s = append(s, float64(started-killed)/1e6)
+	s, err := b.repeat(faultRounds, func() (float64, error) { return b.failoverOnce(b.etcdFaults(), etcdFaultHeartbeat) })
+	if err != nil {
+		return err
 	}
 	line("failover_etcd_ms", median(s), "ms", fmt.Sprintf("target <= ttl + etcd's lease-expiry check (500) = %.0f; ttl %s; median of %d, max %.1f",
 		ms(etcdFaultTTL+500*time.Millisecond), etcdFaultTTL, faultRounds, maxOf(s)))
@@ -215,13 +185,11 @@ func (b *bench) etcdFailover() error {
 // etcdFailFast times freezing the etcd member (the leader) → the holder's
 // child dies.
 func (b *bench) etcdFailFast() error {
-	var s []float64
-	for range faultRounds {
-		d, err := b.etcdFailFastOnce()
-		if err != nil {
-			return err
-		}
-		s = append(s, d)
+	freeze := func() error { return b.etcd.Process.Signal(syscall.SIGSTOP) }
+	thaw := func() error { return b.etcd.Process.Signal(syscall.SIGCONT) }
+	s, err := b.repeat(faultRounds, func() (float64, error) { return b.failFastOnce(b.etcdFaults(), freeze, thaw) })
+	if err != nil {
+		return err
 	}
 	line("failfast_etcd_ms", median(s), "ms", fmt.Sprintf(
 		"child death - etcd leader freeze (SIGSTOP); bound: last confirmed renewal's send + safety + 50 = send + %.0f, and that send precedes the freeze; safety %s, heartbeat %s; median of %d, max %.1f",
@@ -229,74 +197,21 @@ func (b *bench) etcdFailFast() error {
 	return nil
 }
 
-func (b *bench) etcdFailFastOnce() (float64, error) {
-	job := "failfast-" + strconv.Itoa(b.next())
-	holder, err := startProc(b.leasectlEtcd(append(append([]string{"run", "--job", job}, etcdTiming()...), "--", b.stamp, "hold", b.file("holder"))...), true)
-	if err != nil {
-		return 0, err
-	}
-	defer holder.wait()
-	defer holder.release()
-	child, err := holder.childPID()
-	if err != nil {
-		holder.cmd.Process.Kill()
-		return 0, err
-	}
-	pidfd, err := unix.PidfdOpen(child, 0)
-	if err != nil {
-		holder.cmd.Process.Kill()
-		return 0, fmt.Errorf("pidfd_open: %w", err)
-	}
-	defer unix.Close(pidfd)
-	time.Sleep(3*etcdFaultHeartbeat + time.Duration(b.rng.Int64N(int64(etcdFaultHeartbeat))))
-	frozen := mono()
-	if err := b.etcd.Process.Signal(syscall.SIGSTOP); err != nil {
-		return 0, err
-	}
-	died, err := awaitDeath(pidfd)
-	if terr := b.etcd.Process.Signal(syscall.SIGCONT); err == nil {
-		err = terr
-	}
-	if err != nil {
-		holder.cmd.Process.Kill()
-		return 0, err
-	}
-	return float64(died-frozen) / 1e6, nil
-}
-
 // etcdScan times Store.Scan over scanLive live and scanCrashed crashed runs
 // on etcd.
 func (b *bench) etcdScan() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*storeTimeout)
 	defer cancel()
-	clients := make([]*etcdstore.Store, seedClients)
-	for i := range clients {
-		s, err := etcdstore.Open(b.etcdStoreURL(), "scan")
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		clients[i] = s
+	s, err := etcdstore.Open(b.etcdStoreURL(), "scan")
+	if err != nil {
+		return err
 	}
+	defer s.Close()
 	seedEtcd := func(n int, do func(s leasestore.Store, i int) error) error {
-		var wg sync.WaitGroup
-		errs := make(chan error, seedClients)
-		for w, s := range clients {
-			wg.Go(func() {
-				for i := w; i < n; i += seedClients {
-					if err := do(s, i); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		return <-errs
+		return seed(ctx, b.etcdStoreURL(), "scan", n, do)
 	}
 	seeded := time.Now()
-	err := seedEtcd(scanLive, func(s leasestore.Store, i int) error {
+	err = seedEtcd(scanLive, func(s leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(fmt.Sprintf("live-%06d", i), time.Hour, 3))
 		return err
 	})
@@ -304,7 +219,6 @@ func (b *bench) etcdScan() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "# etcd: seeded %d live runs in %s\n", scanLive, time.Since(seeded).Round(time.Second))
-	s := clients[0]
 	// The first scan reads every key and leaves the mark the next ones
 	// start from.
 	start := time.Now()

@@ -161,20 +161,31 @@ func faultTiming() []string {
 	return []string{"--ttl", faultTTL.String(), "--heartbeat", faultHeartbeat.String(), "--safety", faultSafety.String()}
 }
 
+// faultStore is a store the fault figures run against: its URL ("": the
+// embedded store), the run flags, and the renewal period the faults are
+// placed at random within.
+type faultStore struct {
+	url       string
+	timing    []string
+	heartbeat time.Duration
+}
+
+// defaultFaults is the store at url with the Redis and embedded stores' fault
+// timing.
+func defaultFaults(url string) faultStore {
+	return faultStore{url: url, timing: faultTiming(), heartbeat: faultHeartbeat}
+}
+
 // failover times SIGKILL of the holder's supervisor → the waiter's child
 // starts, on both stores.
 func (b *bench) failover() error {
 	for _, store := range []struct {
-		name  string
-		redis bool
-	}{{"redis", true}, {"embedded", false}} {
-		var s []float64
-		for range faultRounds {
-			d, err := b.failoverOnce(store.redis)
-			if err != nil {
-				return fmt.Errorf("failover on %s: %w", store.name, err)
-			}
-			s = append(s, d)
+		name string
+		url  string
+	}{{"redis", b.redis.URL}, {"embedded", ""}} {
+		s, err := b.repeat(faultRounds, func() (float64, error) { return b.failoverOnce(defaultFaults(store.url), faultTTL) })
+		if err != nil {
+			return fmt.Errorf("failover on %s: %w", store.name, err)
 		}
 		line("failover_"+store.name+"_ms", median(s), "ms", fmt.Sprintf("target <= ttl + 100 = %.0f; ttl %s; median of %d, max %.1f",
 			ms(faultTTL+100*time.Millisecond), faultTTL, faultRounds, maxOf(s)))
@@ -182,9 +193,26 @@ func (b *bench) failover() error {
 	return nil
 }
 
-func (b *bench) failoverOnce(redis bool) (float64, error) {
+// repeat runs once n times and returns its figures.
+func (b *bench) repeat(n int, once func() (float64, error)) ([]float64, error) {
+	var s []float64
+	for range n {
+		d, err := once()
+		if err != nil {
+			return nil, err
+		}
+		s = append(s, d)
+	}
+	return s, nil
+}
+
+// failoverOnce starts a holder and a waiter on one job of st, SIGKILLs the
+// holder's supervisor at a random point within killWithin (the TTL: right
+// after a renewal is the worst case, a full TTL), and returns the time
+// from the kill to the waiter's child's start.
+func (b *bench) failoverOnce(st faultStore, killWithin time.Duration) (float64, error) {
 	job := "failover-" + strconv.Itoa(b.next())
-	holder, err := startProc(b.leasectlCmd(redis, append(append([]string{"run", "--job", job}, faultTiming()...), "--", b.stamp, "hold", b.file("holder"))...), true)
+	holder, err := startProc(b.leasectlAt(st.url, append(append([]string{"run", "--job", job}, st.timing...), "--", b.stamp, "hold", b.file("holder"))...), true)
 	if err != nil {
 		return 0, err
 	}
@@ -195,7 +223,7 @@ func (b *bench) failoverOnce(redis bool) (float64, error) {
 		return 0, err
 	}
 	waiterFile := b.file("waiter")
-	waiter, err := startProc(b.leasectlCmd(redis, append(append([]string{"--log-level", "debug", "run", "--job", job, "--wait"}, faultTiming()...), "--", b.stamp, "start", waiterFile)...), false)
+	waiter, err := startProc(b.leasectlAt(st.url, append(append([]string{"--log-level", "debug", "run", "--job", job, "--wait"}, st.timing...), "--", b.stamp, "start", waiterFile)...), false)
 	if err != nil {
 		holder.cmd.Process.Kill()
 		return 0, err
@@ -205,9 +233,7 @@ func (b *bench) failoverOnce(redis bool) (float64, error) {
 		waiter.cmd.Process.Kill()
 		return 0, err
 	}
-	// Kill at a random point of the heartbeat cycle: right after a renewal
-	// is the worst case, a full TTL.
-	time.Sleep(time.Duration(b.rng.Int64N(int64(faultTTL))))
+	time.Sleep(time.Duration(b.rng.Int64N(int64(killWithin))))
 	killed := mono()
 	if err := holder.cmd.Process.Kill(); err != nil {
 		return 0, fmt.Errorf("killing the holder: %w", err)
@@ -224,13 +250,11 @@ func (b *bench) failoverOnce(redis bool) (float64, error) {
 
 // failFast times a Redis freeze → the holder's child dies.
 func (b *bench) failFast() error {
-	var s []float64
-	for range faultRounds {
-		d, err := b.failFastOnce()
-		if err != nil {
-			return fmt.Errorf("fail-fast: %w", err)
-		}
-		s = append(s, d)
+	s, err := b.repeat(faultRounds, func() (float64, error) {
+		return b.failFastOnce(defaultFaults(b.redis.URL), b.redis.Freeze, b.redis.Thaw)
+	})
+	if err != nil {
+		return fmt.Errorf("fail-fast: %w", err)
 	}
 	line("failfast_redis_ms", median(s), "ms", fmt.Sprintf(
 		"child death - Redis freeze (SIGSTOP); bound: death <= last confirmed renewal's send + safety + 50 = send + %.0f, and that send precedes the freeze; safety %s, heartbeat %s; median of %d, max %.1f",
@@ -238,9 +262,12 @@ func (b *bench) failFast() error {
 	return nil
 }
 
-func (b *bench) failFastOnce() (float64, error) {
+// failFastOnce starts a holder on st, lets its renewals be confirmed, then
+// freezes the store at a random point of the heartbeat cycle and returns
+// the time from the freeze to the child's death.
+func (b *bench) failFastOnce(st faultStore, freeze, thaw func() error) (float64, error) {
 	job := "failfast-" + strconv.Itoa(b.next())
-	holder, err := startProc(b.leasectlCmd(true, append(append([]string{"run", "--job", job}, faultTiming()...), "--", b.stamp, "hold", b.file("holder"))...), true)
+	holder, err := startProc(b.leasectlAt(st.url, append(append([]string{"run", "--job", job}, st.timing...), "--", b.stamp, "hold", b.file("holder"))...), true)
 	if err != nil {
 		return 0, err
 	}
@@ -257,15 +284,13 @@ func (b *bench) failFastOnce() (float64, error) {
 		return 0, fmt.Errorf("pidfd_open: %w", err)
 	}
 	defer unix.Close(pidfd)
-	// Let renewals be confirmed, so the freeze hits a steady lease, at a
-	// random point of the heartbeat cycle.
-	time.Sleep(3*faultHeartbeat + time.Duration(b.rng.Int64N(int64(faultHeartbeat))))
+	time.Sleep(3*st.heartbeat + time.Duration(b.rng.Int64N(int64(st.heartbeat))))
 	frozen := mono()
-	if err := b.redis.Freeze(); err != nil {
+	if err := freeze(); err != nil {
 		return 0, err
 	}
 	died, err := awaitDeath(pidfd)
-	if terr := b.redis.Thaw(); err == nil {
+	if terr := thaw(); err == nil {
 		err = terr
 	}
 	if err != nil {

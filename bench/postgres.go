@@ -4,22 +4,16 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/leasectl/leasectl/internal/pgtest"
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/pgstore"
 )
 
 // pgStoreJobs is how many jobs the PostgreSQL size figures are taken over.
@@ -186,109 +180,26 @@ func (p *pgBench) handoff() error {
 // failover times SIGKILL of the holder's supervisor → the waiter's child
 // starts, woken at the holder's expiry.
 func (p *pgBench) failover() error {
-	var s []float64
-	for range faultRounds {
-		job := "failover-" + strconv.Itoa(p.next())
-		holder, err := startProc(p.cmd(p.url, append(append([]string{"run", "--job", job}, faultTiming()...), "--", p.stamp, "hold", p.file("holder"))...), true)
-		if err != nil {
-			return err
-		}
-		d, err := p.failoverOnce(job, holder)
-		holder.release()
-		holder.wait()
-		if err != nil {
-			return fmt.Errorf("failover: %w", err)
-		}
-		s = append(s, d)
+	s, err := p.repeat(faultRounds, func() (float64, error) { return p.failoverOnce(defaultFaults(p.url), faultTTL) })
+	if err != nil {
+		return fmt.Errorf("failover: %w", err)
 	}
 	line("failover_postgres_ms", median(s), "ms", fmt.Sprintf("target <= ttl + 100 = %.0f; ttl %s; median of %d, max %.1f",
 		ms(faultTTL+100*time.Millisecond), faultTTL, faultRounds, maxOf(s)))
 	return nil
 }
 
-func (p *pgBench) failoverOnce(job string, holder *proc) (float64, error) {
-	if _, err := holder.childPID(); err != nil {
-		holder.cmd.Process.Kill()
-		return 0, err
-	}
-	waiterFile := p.file("waiter")
-	waiter, err := startProc(p.cmd(p.url, append(append([]string{"--log-level", "debug", "run", "--job", job, "--wait"}, faultTiming()...), "--", p.stamp, "start", waiterFile)...), false)
-	if err != nil {
-		holder.cmd.Process.Kill()
-		return 0, err
-	}
-	if err := waiter.awaitWaiting(); err != nil {
-		holder.cmd.Process.Kill()
-		waiter.cmd.Process.Kill()
-		return 0, err
-	}
-	// Kill at a random point of the heartbeat cycle: right after a renewal
-	// is the worst case, a full TTL.
-	time.Sleep(time.Duration(p.rng.Int64N(int64(faultTTL))))
-	killed := mono()
-	if err := holder.cmd.Process.Kill(); err != nil {
-		return 0, fmt.Errorf("killing the holder: %w", err)
-	}
-	if err := waiter.waitOK(); err != nil {
-		return 0, err
-	}
-	started, err := readStamp(waiterFile)
-	if err != nil {
-		return 0, err
-	}
-	return float64(started-killed) / 1e6, nil
-}
-
 // failFast times a PostgreSQL freeze (SIGSTOP of every server process) →
 // the holder's child dies.
 func (p *pgBench) failFast() error {
-	var s []float64
-	for range faultRounds {
-		d, err := p.failFastOnce()
-		if err != nil {
-			return fmt.Errorf("fail-fast: %w", err)
-		}
-		s = append(s, d)
+	s, err := p.repeat(faultRounds, func() (float64, error) { return p.failFastOnce(defaultFaults(p.url), p.srv.Freeze, p.srv.Thaw) })
+	if err != nil {
+		return fmt.Errorf("fail-fast: %w", err)
 	}
 	line("failfast_postgres_ms", median(s), "ms", fmt.Sprintf(
 		"child death - PostgreSQL freeze; bound: last confirmed renewal's send + safety + 50 = send + %.0f; safety %s; median of %d, max %.1f",
 		ms(faultSafety+50*time.Millisecond), faultSafety, faultRounds, maxOf(s)))
 	return nil
-}
-
-func (p *pgBench) failFastOnce() (float64, error) {
-	job := "failfast-" + strconv.Itoa(p.next())
-	holder, err := startProc(p.cmd(p.url, append(append([]string{"run", "--job", job}, faultTiming()...), "--", p.stamp, "hold", p.file("holder"))...), true)
-	if err != nil {
-		return 0, err
-	}
-	defer holder.wait()
-	defer holder.release()
-	child, err := holder.childPID()
-	if err != nil {
-		holder.cmd.Process.Kill()
-		return 0, err
-	}
-	pidfd, err := unix.PidfdOpen(child, 0)
-	if err != nil {
-		holder.cmd.Process.Kill()
-		return 0, fmt.Errorf("pidfd_open: %w", err)
-	}
-	defer unix.Close(pidfd)
-	time.Sleep(3*faultHeartbeat + time.Duration(p.rng.Int64N(int64(faultHeartbeat))))
-	frozen := mono()
-	if err := p.srv.Freeze(); err != nil {
-		return 0, err
-	}
-	died, err := awaitDeath(pidfd)
-	if terr := p.srv.Thaw(); err == nil {
-		err = terr
-	}
-	if err != nil {
-		holder.cmd.Process.Kill()
-		return 0, err
-	}
-	return float64(died-frozen) / 1e6, nil
 }
 
 // storeFigures measures Scan at scale and the tables' bytes per job on a
@@ -304,106 +215,10 @@ func (p *pgBench) storeFigures() error {
 	if err := p.size(ctx, srv); err != nil {
 		return fmt.Errorf("size: %w", err)
 	}
-	if err := p.scan(ctx, srv); err != nil {
+	vacuum := func() error { return srv.Exec(`VACUUM ANALYZE "scan".jobs, "scan".runs, "scan".history`) }
+	if err := p.scan(ctx, srv.URL, "scan", "scan_postgres", vacuum); err != nil {
 		return fmt.Errorf("scan: %w", err)
 	}
-	return nil
-}
-
-// pgSeed runs do for jobs 0..n-1 from seedClients clients of namespace at
-// once.
-func pgSeed(srvURL, namespace string, n int, do func(s leasestore.Store, i int) error) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, seedClients)
-	for w := range seedClients {
-		s, err := pgstore.Open(srvURL, namespace)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		wg.Go(func() {
-			for i := w; i < n; i += seedClients {
-				if err := do(s, i); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
-}
-
-// scan times Store.Scan and `leasectl scan` over scanLive live and
-// scanCrashed crashed runs, and Store.Scan with no crash at all.
-func (p *pgBench) scan(ctx context.Context, srv *pgtest.Server) error {
-	const ns = "scan"
-	err := pgSeed(srv.URL, ns, scanLive, func(s leasestore.Store, i int) error {
-		_, err := s.Acquire(ctx, request(fmt.Sprintf("live-%06d", i), time.Hour, 3))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if err := srv.Exec("VACUUM ANALYZE " + `"scan".jobs, "scan".runs, "scan".history`); err != nil {
-		return err
-	}
-	crash := func() error {
-		err := pgSeed(srv.URL, ns, scanCrashed, func(s leasestore.Store, i int) error {
-			_, err := s.Acquire(ctx, request(fmt.Sprintf("crash-%04d", i), crashTTL, math.MaxInt32))
-			return err
-		})
-		time.Sleep(5 * crashTTL)
-		return err
-	}
-	s, err := pgstore.Open(srv.URL, ns)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	timeScan := func(want int) (float64, error) {
-		start := time.Now()
-		found, err := s.Scan(ctx)
-		d := ms(time.Since(start))
-		if err == nil && len(found) != want {
-			err = fmt.Errorf("store scan found %d crashes, want %d", len(found), want)
-		}
-		return d, err
-	}
-	var rounds []float64
-	for range scanRounds {
-		if err := crash(); err != nil {
-			return err
-		}
-		d, err := timeScan(scanCrashed)
-		if err != nil {
-			return err
-		}
-		rounds = append(rounds, d)
-	}
-	none, err := timeScan(0)
-	if err != nil {
-		return err
-	}
-	if err := crash(); err != nil {
-		return err
-	}
-	cmd := p.cmd(srv.URL, "--namespace", ns, "scan", "--json")
-	start := time.Now()
-	out, err := cmd.Output()
-	command := ms(time.Since(start))
-	if err != nil {
-		return fmt.Errorf("leasectl scan: %w", err)
-	}
-	var found []json.RawMessage
-	if err := json.Unmarshal(out, &found); err != nil || len(found) != scanCrashed {
-		return fmt.Errorf("leasectl scan --json printed %d crashes (%v), want %d", len(found), err, scanCrashed)
-	}
-	n := fmt.Sprintf("%d in flight, %d crashed", scanLive+scanCrashed, scanCrashed)
-	line("scan_postgres_ms", median(rounds), "ms", fmt.Sprintf("target <= 50; Store.Scan, %s; median of %d", n, scanRounds))
-	line("scan_postgres_no_crash_ms", none, "ms", fmt.Sprintf("Store.Scan, %d in flight, none crashed", scanLive+scanCrashed))
-	line("scan_postgres_command_ms", command, "ms", "leasectl scan --json, "+n+"; process start, connection and JSON output included")
 	return nil
 }
 
@@ -414,7 +229,7 @@ func (p *pgBench) scan(ctx context.Context, srv *pgtest.Server) error {
 func (p *pgBench) size(ctx context.Context, srv *pgtest.Server) error {
 	const ns = "size"
 	job := func(i int) string { return fmt.Sprintf("encode-%06d", i) }
-	err := pgSeed(srv.URL, ns, pgStoreJobs, func(s leasestore.Store, i int) error {
+	err := seed(ctx, srv.URL, ns, pgStoreJobs, func(s leasestore.Store, i int) error {
 		for range leasestore.HistoryLimit/2 + 1 {
 			l, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
 			if err != nil {
@@ -433,7 +248,7 @@ func (p *pgBench) size(ctx context.Context, srv *pgtest.Server) error {
 	if err != nil {
 		return err
 	}
-	err = pgSeed(srv.URL, ns, pgStoreJobs, func(s leasestore.Store, i int) error {
+	err = seed(ctx, srv.URL, ns, pgStoreJobs, func(s leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
 		return err
 	})

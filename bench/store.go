@@ -14,7 +14,11 @@ import (
 
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/redisstore"
+
+	// The stores seed and scan open by URL, with leasestore.Open.
+	_ "github.com/leasectl/leasectl/leasestore/etcdstore"
+	_ "github.com/leasectl/leasectl/leasestore/pgstore"
+	_ "github.com/leasectl/leasectl/leasestore/redisstore"
 )
 
 // Sizes of the store figures (docs/design.md §8).
@@ -45,7 +49,7 @@ func (b *bench) storeFigures() error {
 	if _, err := srv.Do("FLUSHALL"); err != nil {
 		return err
 	}
-	if err := b.scan(ctx, srv.URL, "scan"); err != nil {
+	if err := b.scan(ctx, srv.URL, "leasectl", "scan", nil); err != nil {
 		return fmt.Errorf("scan: %w", err)
 	}
 	return nil
@@ -61,11 +65,12 @@ func request(job string, ttl time.Duration, maxCrashes int) leasestore.AcquireRe
 	}
 }
 
-// seed runs do for jobs 0..n-1 from seedClients clients at once.
-func seed(ctx context.Context, url string, n int, do func(s leasestore.Store, i int) error) error {
-	clients := make([]*redisstore.Store, seedClients)
+// seed runs do for jobs 0..n-1 from seedClients clients at once, each a
+// store of its own at url, in namespace.
+func seed(ctx context.Context, url, namespace string, n int, do func(s leasestore.Store, i int) error) error {
+	clients := make([]leasestore.Store, seedClients)
 	for w := range clients {
-		s, err := redisstore.Open(url, "leasectl")
+		s, err := leasestore.Open(ctx, url, namespace)
 		if err != nil {
 			return err
 		}
@@ -92,8 +97,8 @@ func seed(ctx context.Context, url string, n int, do func(s leasestore.Store, i 
 // seedCrashes starts scanCrashed runs whose leases lapse at once, as if
 // their supervisors had been SIGKILLed. They never reach quarantine, so
 // each round crashes them again.
-func seedCrashes(ctx context.Context, url string) error {
-	err := seed(ctx, url, scanCrashed, func(s leasestore.Store, i int) error {
+func seedCrashes(ctx context.Context, url, namespace string) error {
+	err := seed(ctx, url, namespace, scanCrashed, func(s leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(fmt.Sprintf("crash-%04d", i), crashTTL, math.MaxInt32))
 		return err
 	})
@@ -102,17 +107,21 @@ func seedCrashes(ctx context.Context, url string) error {
 }
 
 // scan times Store.Scan and `leasectl scan` over scanLive live and
-// scanCrashed crashed jobs in the store at url, and Store.Scan with no crash
-// at all; its lines are named after prefix.
-func (b *bench) scan(ctx context.Context, url, prefix string) error {
-	err := seed(ctx, url, scanLive, func(s leasestore.Store, i int) error {
+// scanCrashed crashed jobs in namespace of the store at url, and Store.Scan
+// with no crash at all; its lines are named after prefix. settle, if not
+// nil, runs once the live jobs are in (PostgreSQL's VACUUM ANALYZE).
+func (b *bench) scan(ctx context.Context, url, namespace, prefix string, settle func() error) error {
+	err := seed(ctx, url, namespace, scanLive, func(s leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(fmt.Sprintf("live-%06d", i), time.Hour, 3))
 		return err
 	})
+	if err == nil && settle != nil {
+		err = settle()
+	}
 	if err != nil {
 		return err
 	}
-	s, err := redisstore.Open(url, "leasectl")
+	s, err := leasestore.Open(ctx, url, namespace)
 	if err != nil {
 		return err
 	}
@@ -128,7 +137,7 @@ func (b *bench) scan(ctx context.Context, url, prefix string) error {
 	}
 	var rounds []float64
 	for range scanRounds {
-		if err := seedCrashes(ctx, url); err != nil {
+		if err := seedCrashes(ctx, url, namespace); err != nil {
 			return err
 		}
 		d, err := timeScan(scanCrashed)
@@ -141,10 +150,10 @@ func (b *bench) scan(ctx context.Context, url, prefix string) error {
 	if err != nil {
 		return err
 	}
-	if err := seedCrashes(ctx, url); err != nil {
+	if err := seedCrashes(ctx, url, namespace); err != nil {
 		return err
 	}
-	cmd := b.leasectlAt(url, "--namespace", "leasectl", "scan", "--json")
+	cmd := b.leasectlAt(url, "--namespace", namespace, "scan", "--json")
 	start := time.Now()
 	out, err := cmd.Output()
 	command := ms(time.Since(start))
@@ -158,7 +167,7 @@ func (b *bench) scan(ctx context.Context, url, prefix string) error {
 	n := fmt.Sprintf("%d in flight, %d crashed", scanLive+scanCrashed, scanCrashed)
 	line(prefix+"_ms", median(rounds), "ms", fmt.Sprintf("target <= 50; Store.Scan, %s; median of %d", n, scanRounds))
 	line(prefix+"_no_crash_ms", none, "ms", fmt.Sprintf("Store.Scan, %d in flight, none crashed: cost follows the crashed jobs", scanLive+scanCrashed))
-	line(prefix+"_command_ms", command, "ms", "leasectl scan --json, "+n+"; process start and JSON output included")
+	line(prefix+"_command_ms", command, "ms", "leasectl scan --json, "+n+"; process start, connection and JSON output included")
 	return nil
 }
 
@@ -172,7 +181,7 @@ func (b *bench) memory(ctx context.Context, srv *redistest.Server) error {
 	}
 	// At rest: each job through enough runs to fill its history, each run
 	// an acquired and a released event.
-	err = seed(ctx, srv.URL, memoryJobs, func(s leasestore.Store, i int) error {
+	err = seed(ctx, srv.URL, "leasectl", memoryJobs, func(s leasestore.Store, i int) error {
 		for range leasestore.HistoryLimit/2 + 1 {
 			l, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
 			if err != nil {
@@ -193,7 +202,7 @@ func (b *bench) memory(ctx context.Context, srv *redistest.Server) error {
 	}
 	// In flight: the same jobs running again. Their records and full
 	// histories keep their size, so the difference is what running adds.
-	err = seed(ctx, srv.URL, memoryJobs, func(s leasestore.Store, i int) error {
+	err = seed(ctx, srv.URL, "leasectl", memoryJobs, func(s leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
 		return err
 	})

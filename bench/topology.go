@@ -80,7 +80,7 @@ func (b *bench) topologies() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), topologyTimeout)
 	defer cancel()
-	if err := b.scan(ctx, clusterURL, "scan_cluster"); err != nil {
+	if err := b.scan(ctx, clusterURL, "leasectl", "scan_cluster", nil); err != nil {
 		return fmt.Errorf("cluster scan: %w", err)
 	}
 	for _, t := range tops {
