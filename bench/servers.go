@@ -3,9 +3,7 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,8 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/internal/redistest"
+
+	"github.com/leasectl/leasectl/internal/testproc"
 )
 
 // etcdReadyTimeout bounds etcd's start-up on a loaded machine.
@@ -56,11 +56,11 @@ func (b *bench) startEtcd() error {
 			return fmt.Errorf("%s is not installed (apt-get install etcd-server etcd-client)", bin)
 		}
 	}
-	client, err := freePort()
+	client, err := testproc.FreePort()
 	if err != nil {
 		return err
 	}
-	peer, err := freePort()
+	peer, err := testproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -128,18 +128,4 @@ func (b *bench) leasectlAt(url string, args ...string) *exec.Cmd {
 	}
 	cmd.Env = env
 	return cmd
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("finding a free port: not a TCP address")
-	}
-	return addr.Port, nil
 }

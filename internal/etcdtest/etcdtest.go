@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leasectl/leasectl/internal/testproc"
 )
 
 // readyTimeout bounds how long a start waits for the members to elect a
@@ -104,7 +105,7 @@ func StartCluster(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdtest: temp dir: %w", err)
 	}
-	ports, err := freePorts(2 * opts.Members)
+	ports, err := testproc.FreePorts(2 * opts.Members)
 	if err != nil {
 		os.RemoveAll(root)
 		return nil, err
@@ -434,31 +435,4 @@ func tlsClient(t *TLS) (*http.Client, error) {
 }
 
 // tail returns the last lines of the member's log, for start-up errors.
-func (m *Member) tail() string {
-	b, err := os.ReadFile(filepath.Join(m.c.root, m.Name+".log"))
-	if err != nil {
-		return "(no log)"
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	return strings.Join(lines, " | ")
-}
-
-// freePorts asks the kernel for n distinct free loopback ports, holding each
-// until all are chosen. They are released before etcd binds them; another
-// process could take one in between, and start-up then fails clearly.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("etcdtest: find a free port: %w", err)
-		}
-		defer l.Close()
-		port := l.Addr().(*net.TCPAddr).Port
-		ports = append(ports, port)
-	}
-	return ports, nil
-}
+func (m *Member) tail() string { return testproc.Tail(filepath.Join(m.c.root, m.Name+".log")) }

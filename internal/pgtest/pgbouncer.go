@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasectl/leasectl/internal/testproc"
 )
 
 // PgBouncer is a PgBouncer in transaction pooling mode in front of a test
@@ -49,7 +51,7 @@ func (s *Server) StartPgBouncer() (*PgBouncer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: temp dir: %w", err)
 	}
-	port, err := freePort()
+	port, err := testproc.FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -115,7 +117,7 @@ func (b *PgBouncer) waitReady() error {
 	for {
 		select {
 		case <-b.done:
-			return fmt.Errorf("pgtest: pgbouncer exited during start-up: %s", tail(filepath.Join(b.dir, "pgbouncer.log")))
+			return fmt.Errorf("pgtest: pgbouncer exited during start-up: %s", testproc.Tail(filepath.Join(b.dir, "pgbouncer.log")))
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasectl/leasectl/internal/testproc"
 )
 
 // readyTimeout bounds how long Start and Restart wait for the server to
@@ -90,7 +92,7 @@ func Start(opts Options) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if s.Port, err = freePort(); err != nil {
+	if s.Port, err = testproc.FreePort(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -182,7 +184,7 @@ func (s *Server) initdb() error {
 	out, err := cmd.CombinedOutput()
 	os.Remove(pwFile)
 	if err != nil {
-		return fmt.Errorf("pgtest: initdb: %v: %s", err, lastLines(string(out)))
+		return fmt.Errorf("pgtest: initdb: %v: %s", err, testproc.LastLines(string(out)))
 	}
 	sock := s.socketDir()
 	if err := os.Mkdir(sock, 0o700); err != nil {
@@ -229,7 +231,7 @@ func (s *Server) launch() error {
 	s.cmd, s.done = cmd, done
 	if err := s.waitReady(); err != nil {
 		s.Kill()
-		return fmt.Errorf("%w; postgres log: %s", err, tail(s.logPath()))
+		return fmt.Errorf("%w; postgres log: %s", err, testproc.Tail(s.logPath()))
 	}
 	return nil
 }
@@ -422,41 +424,6 @@ func QuoteLiteral(s string) string {
 // QuoteIdent quotes s as an SQL identifier.
 func QuoteIdent(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-}
-
-// freePort asks the kernel for a free loopback port. It is released before
-// postgres binds it; another process could take it in between, in which
-// case start-up fails with a clear error.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: find a free port: %w", err)
-	}
-	defer l.Close()
-	port := l.Addr().(*net.TCPAddr).Port
-	if port == 5432 {
-		return 0, errors.New("pgtest: the kernel offered port 5432, the machine's own PostgreSQL port")
-	}
-	return port, nil
-}
-
-// tail returns the last lines of the server's log, for start-up errors.
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(no log)"
-	}
-	return lastLines(string(b))
-}
-
-// lastLines returns the last lines of a log or a command's output, joined
-// on one line, for errors.
-func lastLines(out string) string {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	return strings.Join(lines, " | ")
 }
 
 func firstLine(s string) string {

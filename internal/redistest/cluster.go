@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasectl/leasectl/internal/testproc"
 )
 
 // clusterTimeout bounds how long StartCluster waits, after the nodes answer,
@@ -113,10 +115,10 @@ func formCluster(nodes []*Server, opts ClusterOptions) (*Cluster, error) {
 	cmd := exec.CommandContext(ctx, "redis-cli", args...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
-		return nil, fmt.Errorf("redistest: redis-cli --cluster create still running after %s: %s", clusterTimeout, lastLines(string(out)))
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create still running after %s: %s", clusterTimeout, testproc.LastLines(string(out)))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w: %s", err, lastLines(string(out)))
+		return nil, fmt.Errorf("redistest: redis-cli --cluster create: %w: %s", err, testproc.LastLines(string(out)))
 	}
 
 	var c Cluster
@@ -260,7 +262,7 @@ func Reshard(from, to *Server, slots int) error {
 	out, err := exec.CommandContext(ctx, "redis-cli", "--cluster", "reshard", from.Addr,
 		"--cluster-from", fromID, "--cluster-to", toID, "--cluster-slots", strconv.Itoa(slots), "--cluster-yes").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("redistest: redis-cli --cluster reshard: %w: %s", err, lastLines(string(out)))
+		return fmt.Errorf("redistest: redis-cli --cluster reshard: %w: %s", err, testproc.LastLines(string(out)))
 	}
 	return nil
 }

@@ -21,6 +21,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/leasectl/leasectl/internal/testproc"
 )
 
 // readyTimeout bounds how long Start waits for a new server to answer; a
@@ -91,7 +93,7 @@ func startServer(opts Options, m mode, conf string) (*Server, error) {
 	if m == clusterNode {
 		n = 2
 	}
-	ports, err := freePorts(n)
+	ports, err := testproc.FreePorts(n)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +180,7 @@ func (s *Server) launch() error {
 	if err := s.waitReady(); err != nil {
 		cmd.Process.Kill()
 		<-done
-		return fmt.Errorf("%w; redis-server log: %s", err, tail(logPath))
+		return fmt.Errorf("%w; redis-server log: %s", err, testproc.Tail(logPath))
 	}
 	return nil
 }
@@ -382,26 +384,6 @@ func readReply(r *bufio.Reader) (string, error) {
 	}
 }
 
-// freePorts asks the kernel for n distinct free loopback ports, holding each
-// until all are chosen, and never Redis's and Sentinel's default ports (which
-// the kernel hands out only if its ephemeral range was widened to them). The
-// ports are released before redis-server binds them; another process could
-// take one in between, in which case start-up fails with a clear error.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("redistest: find a free port: %w", err)
-		}
-		defer l.Close()
-		if port := l.Addr().(*net.TCPAddr).Port; port != 6379 && port != 26379 {
-			ports = append(ports, port)
-		}
-	}
-	return ports, nil
-}
-
 // requirePass returns the value of --requirepass in args, if any.
 func requirePass(args []string) string {
 	for i := 0; i+1 < len(args); i++ {
@@ -410,23 +392,4 @@ func requirePass(args []string) string {
 		}
 	}
 	return ""
-}
-
-// tail returns the last lines of the server's log, for start-up errors.
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "(no log)"
-	}
-	return lastLines(string(b))
-}
-
-// lastLines returns the last lines of a log or a command's output, joined
-// on one line, for errors.
-func lastLines(out string) string {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) > 5 {
-		lines = lines[len(lines)-5:]
-	}
-	return strings.Join(lines, " | ")
 }
