@@ -110,7 +110,9 @@ func (h harness) NewStore(t testing.TB) storetest.Fixture {
 	}
 }
 
-func (harness) Abilities() storetest.Abilities { return storetest.Abilities{Wipe: true} }
+func (harness) Abilities() storetest.Abilities {
+	return storetest.Abilities{Wipe: true, CommonHistoryWords: true}
+}
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{sharedPG(t)}) }
 

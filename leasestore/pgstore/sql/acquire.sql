@@ -73,8 +73,11 @@ BEGIN
   VALUES (p_job, p_holder, v_token, p_host, p_pid, p_command, v_now, j.attempts + 1,
     @schema@._micros(p_evidence_ttl_us), p_max_crashes, v_now + @schema@._micros(p_ttl_us),
     v_now + @schema@._micros(p_evidence_ttl_us));
+  -- The detail leaves out host and pid (docs/semantics.md, History events):
+  -- the run's row has them while it lasts, and the default worker ID
+  -- (host:pid:random) keeps them in every event.
   INSERT INTO @schema@.history (job, seq, at, kind, worker, token, detail)
-  VALUES (p_job, j.events + 1, v_now, 'acquired', p_holder, v_token, format('attempt %s on %s pid %s', j.attempts + 1, p_host, p_pid));
+  VALUES (p_job, j.events + 1, v_now, 'acquired', p_holder, v_token, 'attempt ' || (j.attempts + 1));
   DELETE FROM @schema@.history WHERE job = p_job AND seq <= j.events + 1 - @history@;
   UPDATE @schema@.jobs SET last_token = v_token, attempts = j.attempts + 1, max_crashes = p_max_crashes,
     last_holder = p_holder, last_host = p_host, events = j.events + 1
