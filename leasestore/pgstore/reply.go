@@ -31,6 +31,7 @@ type acquireReply struct {
 	Expires     int64           `json:"expires"`
 	Quarantine  quarantineReply `json:"q"`
 	LastSuccess int64           `json:"last_success"`
+	Region      string          `json:"region"`
 }
 
 // crashReply is a crash as _crash_json describes it.
@@ -89,13 +90,15 @@ type runReply struct {
 	Command  []string `json:"command"`
 	Started  int64    `json:"started"`
 	Expires  int64    `json:"expires"`
+	RTT      int64    `json:"rtt_us"` // the holder's last renewal round trip; 0: none yet
 	Live     bool     `json:"live"`
 	Evidence bool     `json:"evidence"`
 }
 
 func (r *runReply) holder(job string) *leasestore.Holder {
 	return &leasestore.Holder{Job: job, Worker: r.Holder, Host: r.Host, PID: r.PID, Token: r.Token, Attempt: r.Attempt,
-		Command: r.Command, StartedAt: usTime(r.Started), ExpiresAt: usTime(r.Expires)}
+		Command: r.Command, StartedAt: usTime(r.Started), ExpiresAt: usTime(r.Expires),
+		LastRTT: time.Duration(r.RTT) * time.Microsecond}
 }
 
 // leasesReply is leases' answer.
@@ -108,6 +111,7 @@ type leasesReply struct {
 type statusReply struct {
 	Now int64 `json:"now"`
 	Job *struct {
+		Region      string           `json:"region"` // null: none
 		LastToken   int64            `json:"last_token"`
 		Attempts    int64            `json:"attempts"`
 		Crashes     int              `json:"crashes"`
@@ -146,6 +150,7 @@ func (r *statusReply) status(job string) *leasestore.JobStatus {
 	if j := r.Job; j != nil {
 		st.LastToken, st.Attempts, st.Crashes, st.MaxCrashes = j.LastToken, j.Attempts, j.Crashes, j.MaxCrashes
 		st.LastSuccess = usTime(j.LastSuccess)
+		st.Region = j.Region
 		if j.Quarantine != nil {
 			q := j.Quarantine.quarantine()
 			st.Quarantine = &q

@@ -18,6 +18,8 @@ import (
 var (
 	//go:embed sql/tables_v1.sql
 	tablesV1SQL string
+	//go:embed sql/tables_v2.sql
+	tablesV2SQL string
 	//go:embed sql/lib.sql
 	libSQL string
 	//go:embed sql/acquire.sql
@@ -46,13 +48,15 @@ var (
 
 // schemaVersion is the version of the schema this leasectl works with.
 // Every function checks it (SQLSTATE LC001 when it differs), so that a
-// client never runs against tables it does not know.
-const schemaVersion = 1
+// client never runs against tables it does not know. Version 2 added
+// regions and round trips (sql/tables_v2.sql).
+const schemaVersion = 2
 
 // tableSteps are the SQL that takes the tables from one version to the
 // next: tableSteps()[i] from version i to i+1. A step only ever adds to
-// what the steps before it made.
-func tableSteps() []string { return []string{tablesV1SQL} }
+// the tables the steps before it made; it may drop the previous version's
+// functions, which every migration makes again.
+func tableSteps() []string { return []string{tablesV1SQL, tablesV2SQL} }
 
 // functions are the SQL of the current version's functions. Every
 // migration replaces them all (CREATE OR REPLACE), after the table steps.

@@ -62,8 +62,9 @@ func (s *Store) prepareStatements() {
 		}
 		return "SELECT " + quoteIdent(schemaName(s.ns)) + "." + fn + "(" + strings.Join(args, ", ") + ")"
 	}
-	s.sqlAcquire = call("acquire", "integer", "text", "text", "text", "integer", "text[]", "bigint", "bigint", "integer", "bigint")
-	s.sqlRenew = call("renew", "integer", "text", "text", "bigint", "bigint")
+	s.sqlAcquire = call("acquire", "integer", "text", "text", "text", "integer", "text[]", "bigint", "bigint", "integer", "bigint",
+		"text", "bigint")
+	s.sqlRenew = call("renew", "integer", "text", "text", "bigint", "bigint", "bigint")
 	s.sqlRelease = call("release", "integer", "text", "bigint", "text", "integer", "integer", "bigint", "text", "text")
 	s.sqlScan = call("scan", "integer", "integer")
 	s.sqlQuarantine = call("quarantine", "integer", "text", "text", "text")
@@ -133,13 +134,17 @@ func textArray(args []string) []byte {
 
 // Acquire grants the lease on req.Job; see leasestore.Store.
 func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
-	if err := text(req.Holder, req.Host); err != nil {
+	if err := text(req.Holder, req.Host, req.Region); err != nil {
 		return nil, err
+	}
+	var deadline int64
+	if !req.Deadline.IsZero() {
+		deadline = max(req.Deadline.UnixMicro(), 1) // 0 means none
 	}
 	var a acquireReply
 	err := s.call(ctx, "acquire", s.sqlAcquire, &a, version(), []byte(req.Job), []byte(req.Holder), []byte(req.Host),
 		integer(int64(req.PID)), textArray(req.Command), micros(req.TTL), micros(req.EvidenceTTL),
-		integer(int64(req.MaxCrashes)), micros(req.MinInterval))
+		integer(int64(req.MaxCrashes)), micros(req.MinInterval), []byte(req.Region), integer(deadline))
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +161,10 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 			Since: usTime(a.Since), ExpiresIn: usTime(a.Expires).Sub(now)}
 	case "quarantined":
 		return nil, &leasestore.QuarantinedError{Quarantine: a.Quarantine.quarantine()}
+	case "region":
+		return nil, &leasestore.RegionError{Job: req.Job, Region: a.Region, Requested: req.Region}
+	case "deadline":
+		return nil, &leasestore.DeadlineError{Job: req.Job, Deadline: req.Deadline, Now: now}
 	case "toosoon":
 		last := usTime(a.LastSuccess)
 		return nil, &leasestore.TooSoonError{Job: req.Job, LastSuccess: last, MinInterval: req.MinInterval, Age: now.Sub(last)}
@@ -170,7 +179,8 @@ func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
 		return err
 	}
 	var ok bool
-	err := s.call(ctx, "renew", s.sqlRenew, &ok, version(), []byte(l.Job), []byte(l.Holder), integer(l.Token), micros(l.TTL))
+	err := s.call(ctx, "renew", s.sqlRenew, &ok, version(), []byte(l.Job), []byte(l.Holder), integer(l.Token), micros(l.TTL),
+		micros(l.RTT))
 	if err != nil {
 		return err
 	}

@@ -110,7 +110,9 @@ func (h harness) NewStore(t testing.TB) storetest.Fixture {
 	}
 }
 
-func (harness) Abilities() storetest.Abilities { return storetest.Abilities{Wipe: true} }
+func (harness) Abilities() storetest.Abilities {
+	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true}
+}
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{sharedPG(t)}) }
 

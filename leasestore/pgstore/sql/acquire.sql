@@ -1,16 +1,19 @@
 -- acquire: grant the job's lease (docs/semantics.md, Acquire), in one
 -- transaction, the clock read once after the job's lock is taken.
 -- Parameters: schema version, job, holder, host, pid, command, ttl (µs),
---   evidence ttl (µs), max crashes, min interval (µs, 0: off).
+--   evidence ttl (µs), max crashes, min interval (µs, 0: off), region
+--   ('': none), deadline (µs, 0: none).
 -- Returns a JSON object; by "k":
 --   ok          now, token, attempt, recovered (the crash counted, or null)
 --   held        now, holder, host, pid, token, since, expires
 --   quarantined now, q (the quarantine)
+--   region      now, region (the job's)
+--   deadline    now
 --   toosoon     now, last_success
 -- Times are microseconds since the Unix epoch.
 CREATE OR REPLACE FUNCTION @schema@.acquire(p_version integer, p_job text, p_holder text, p_host text,
   p_pid integer, p_command text[], p_ttl_us bigint, p_evidence_ttl_us bigint, p_max_crashes integer,
-  p_min_interval_us bigint) RETURNS json
+  p_min_interval_us bigint, p_region text, p_deadline_us bigint) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   j @schema@.jobs;
@@ -45,6 +48,11 @@ BEGIN
     RETURN json_build_object('k', 'quarantined', 'now', @schema@._us(v_now), 'q', @schema@._quarantine_json(j));
   END IF;
 
+  -- Another region's request: refused whether the job is held or free.
+  IF p_region <> '' AND j.region IS NOT NULL AND j.region <> p_region THEN
+    RETURN json_build_object('k', 'region', 'now', @schema@._us(v_now), 'region', j.region);
+  END IF;
+
   IF v_has_run AND r.live_until > v_now THEN
     RETURN json_build_object('k', 'held', 'now', @schema@._us(v_now), 'holder', r.holder, 'host', r.host,
       'pid', r.pid, 'token', r.token, 'since', @schema@._us(r.started), 'expires', @schema@._us(r.live_until));
@@ -60,6 +68,11 @@ BEGIN
     END IF;
   END IF;
 
+  -- Past the deadline: refused, the crash counted above stays counted.
+  IF p_deadline_us <> 0 AND @schema@._us(v_now) > p_deadline_us THEN
+    RETURN json_build_object('k', 'deadline', 'now', @schema@._us(v_now));
+  END IF;
+
   IF p_min_interval_us > 0 AND j.last_success IS NOT NULL
      AND v_now < j.last_success + @schema@._micros(p_min_interval_us) THEN
     RETURN json_build_object('k', 'toosoon', 'now', @schema@._us(v_now), 'last_success', @schema@._us(j.last_success));
@@ -73,11 +86,15 @@ BEGIN
   VALUES (p_job, p_holder, v_token, p_host, p_pid, p_command, v_now, j.attempts + 1,
     @schema@._micros(p_evidence_ttl_us), p_max_crashes, v_now + @schema@._micros(p_ttl_us),
     v_now + @schema@._micros(p_evidence_ttl_us));
+  -- The detail leaves out host and pid (docs/semantics.md, History events):
+  -- the run's row has them while it lasts, and the default worker ID
+  -- (host:pid:random) keeps them in every event.
   INSERT INTO @schema@.history (job, seq, at, kind, worker, token, detail)
-  VALUES (p_job, j.events + 1, v_now, 'acquired', p_holder, v_token, format('attempt %s on %s pid %s', j.attempts + 1, p_host, p_pid));
+  VALUES (p_job, j.events + 1, v_now, 'acquired', p_holder, v_token, 'attempt ' || (j.attempts + 1));
   DELETE FROM @schema@.history WHERE job = p_job AND seq <= j.events + 1 - @history@;
   UPDATE @schema@.jobs SET last_token = v_token, attempts = j.attempts + 1, max_crashes = p_max_crashes,
-    last_holder = p_holder, last_host = p_host, events = j.events + 1
+    last_holder = p_holder, last_host = p_host, events = j.events + 1,
+    region = coalesce(j.region, nullif(p_region, ''))
   WHERE job = p_job;
   RETURN json_build_object('k', 'ok', 'now', @schema@._us(v_now), 'token', v_token, 'attempt', j.attempts + 1,
     'recovered', v_crash);

@@ -22,11 +22,6 @@ CREATE OR REPLACE FUNCTION @schema@._micros(us bigint) RETURNS interval
 LANGUAGE sql IMMUTABLE
 AS $$ SELECT us * interval '1 microsecond' $$;
 
--- _rfc3339 is t in UTC, for history details.
-CREATE OR REPLACE FUNCTION @schema@._rfc3339(t timestamptz) RETURNS text
-LANGUAGE sql STABLE
-AS $$ SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $$;
-
 -- _check_version raises SQLSTATE LC001, with this schema's version as the
 -- detail, when the caller expects another version: leasectl then migrates
 -- (or says that it is older than the schema).
@@ -59,7 +54,8 @@ $$;
 -- uncounted (Acquire, Scan); without it, the runs count whatever their
 -- liveness (Release with result crashed). The caller holds the jobs' locks
 -- and has read the clock. p_detail is the crashed events' detail; when
--- NULL, it names the liveness expiry and p_by. It is one statement, set by
+-- NULL, it is semantics.md's words for a crash found by p_by (acquire,
+-- scan). It is one statement, set by
 -- set, so that a scan counts a thousand crashes in one go, in plpgsql, so
 -- that a session (the reaper's) plans it once. Returns the crashes, a JSON
 -- array ordered by liveness expiry.
@@ -91,7 +87,7 @@ BEGIN
   ), recorded AS (
     INSERT INTO @schema@.history (job, seq, at, kind, worker, token, detail)
     SELECT c.job, c.seq + 1, p_now, 'crashed', c.holder, c.token, coalesce(p_detail,
-      format('supervisor vanished: liveness expired at %s, found by %s', @schema@._rfc3339(c.live_until), p_by))
+      'supervisor vanished: liveness expired, found by ' || p_by)
     FROM crashed c
     UNION ALL
     SELECT c.job, c.seq + 2, p_now, 'quarantined', c.holder, c.token, format('by leasectl: %s consecutive crashes', c.crashes)

@@ -1,10 +1,11 @@
 -- renew: extend a live lease (docs/semantics.md, Renew), in one
 -- transaction, the clock read once after the job's lock is taken.
--- Parameters: schema version, job, holder, token, ttl (µs).
+-- Parameters: schema version, job, holder, token, ttl (µs), the holder's
+--   last renewal round trip (µs; 0: not measured, the one kept stays).
 -- Returns JSON true when renewed, false when the lease is lost (after
 -- recording a lease-lost event if the run's own evidence is still there).
 CREATE OR REPLACE FUNCTION @schema@.renew(p_version integer, p_job text, p_holder text, p_token bigint,
-  p_ttl_us bigint) RETURNS json
+  p_ttl_us bigint, p_rtt_us bigint) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   j @schema@.jobs;
@@ -30,7 +31,8 @@ BEGIN
     UPDATE @schema@.jobs SET events = j.events + 1 WHERE job = p_job;
     RETURN 'false';
   END IF;
-  UPDATE @schema@.runs SET live_until = v_now + @schema@._micros(p_ttl_us), evidence_until = v_now + r.evidence_ttl
+  UPDATE @schema@.runs SET live_until = v_now + @schema@._micros(p_ttl_us), evidence_until = v_now + r.evidence_ttl,
+    rtt_us = CASE WHEN p_rtt_us > 0 THEN p_rtt_us ELSE r.rtt_us END
   WHERE job = p_job;
   RETURN 'true';
 END $$;

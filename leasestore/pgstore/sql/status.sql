@@ -10,7 +10,7 @@ BEGIN
     WITH c AS MATERIALIZED (SELECT clock_timestamp() AS now, @schema@._check_version(p_version))
     SELECT json_build_object(
       'now', @schema@._us(c.now),
-      'job', (SELECT json_build_object('last_token', j.last_token, 'attempts', j.attempts, 'crashes', j.crashes,
+      'job', (SELECT json_build_object('region', j.region, 'last_token', j.last_token, 'attempts', j.attempts, 'crashes', j.crashes,
           'max_crashes', j.max_crashes, 'last_success', @schema@._us(j.last_success),
           'q', CASE WHEN j.q_since IS NOT NULL THEN @schema@._quarantine_json(j) END,
           'o', CASE WHEN j.o_result IS NOT NULL THEN json_build_object('result', j.o_result,
@@ -19,7 +19,7 @@ BEGIN
         FROM @schema@.jobs j WHERE j.job = p_job),
       'run', (SELECT json_build_object('holder', r.holder, 'host', r.host, 'pid', r.pid, 'token', r.token,
           'attempt', r.attempt, 'command', r.command, 'started', @schema@._us(r.started),
-          'expires', @schema@._us(r.live_until), 'live', r.live_until > c.now, 'evidence', r.evidence_until > c.now)
+          'expires', @schema@._us(r.live_until), 'rtt_us', r.rtt_us, 'live', r.live_until > c.now, 'evidence', r.evidence_until > c.now)
         FROM @schema@.runs r WHERE r.job = p_job),
       'history', (SELECT coalesce(json_agg(json_build_object('at', @schema@._us(h.at), 'kind', h.kind,
           'worker', h.worker, 'token', h.token, 'detail', h.detail) ORDER BY h.seq), '[]')

@@ -1,0 +1,177 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasectl/leasectl/internal/pgtest"
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/storetest"
+)
+
+// v1Namespace is the namespace of testdata/schema_v1.sql, the schema as
+// leasectl made it at version 1.
+const v1Namespace = "pgstore-v1"
+
+// v1Data is what a version 1 leasectl left in its schema.
+type v1Data struct {
+	jobs   []string                         // every job it wrote
+	status map[string]*leasestore.JobStatus // each job's status, as version 1 read it
+	live   *leasestore.Lease                // the live run of job "live"
+}
+
+// loadV1 makes v1Namespace's schema on srv afresh with version 1's script,
+// and writes to it through version 1's functions, called as a version 1
+// leasectl called them: a live run, a completed run, and a job
+// quarantined for crashing.
+func loadV1(t *testing.T, srv *pgtest.Server) v1Data {
+	t.Helper()
+	script, err := os.ReadFile("testdata/schema_v1.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := quoteIdent(v1Namespace)
+	execSQL(t, srv, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	execSQL(t, srv, string(script))
+	call := func(v any, format string, args ...any) {
+		t.Helper()
+		rows, err := srv.Query("SELECT " + schema + "." + fmt.Sprintf(format, args...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(rows[0][0]), v); err != nil {
+			t.Fatalf("%s: %v", rows[0][0], err)
+		}
+	}
+	// acquire(version, job, holder, host, pid, command, ttl µs, evidence
+	// ttl µs, max crashes, min interval µs), version 1's signature.
+	acquire := func(job, holder string, ttl time.Duration, maxCrashes int) acquireReply {
+		t.Helper()
+		var a acquireReply
+		call(&a, "acquire(1, %s, %s, 'host-1', 4242, '{/bin/run,%s}', %d, %d, %d, 0)", quoteLiteral(job),
+			quoteLiteral(holder), job, ttl.Microseconds(), storetest.EvidenceTTL.Microseconds(), maxCrashes)
+		if a.Kind != "ok" {
+			t.Fatalf("version 1's acquire of %s: %+v", job, a)
+		}
+		return a
+	}
+	var ok bool
+
+	live := acquire("live", "w-live", storetest.LongTTL, 3)
+
+	done := acquire("done", "w-done", storetest.LongTTL, 3)
+	call(&ok, "release(1, 'done', %d, 'completed', 0, 0, 1500000000, '', 'completed exit 0 after 1.5s')", done.Token)
+
+	// A run whose liveness expired at once (1 µs), counted by a scan at its
+	// threshold of 1.
+	acquire("crashy", "ghost", time.Microsecond, 1)
+	var scan scanReply
+	call(&scan, "scan(1, 1000)")
+	if len(scan.Crashes) != 1 || !scan.Crashes[0].Quarantined {
+		t.Fatalf("version 1's scan: %+v, want the ghost's crash, quarantining crashy", scan)
+	}
+
+	d := v1Data{
+		jobs:   []string{"live", "done", "crashy"},
+		status: map[string]*leasestore.JobStatus{},
+		live: &leasestore.Lease{Job: "live", Holder: "w-live", Token: live.Token, Attempt: live.Attempt,
+			TTL: storetest.LongTTL},
+	}
+	for _, job := range d.jobs {
+		var r statusReply
+		call(&r, "status(1, %s)", quoteLiteral(job))
+		d.status[job] = r.status(job)
+	}
+	return d
+}
+
+// TestMigrationFromVersion1 migrates a schema that a version 1 leasectl
+// made and wrote to: the first call of this leasectl, or `leasectl store
+// migrate`, brings it to the current version with every job's record, run
+// and history intact, and a version 1 client is then refused rather than
+// run against tables it does not know.
+func TestMigrationFromVersion1(t *testing.T) {
+	srv := sharedPG(t)
+	schema := quoteIdent(v1Namespace)
+
+	check := func(t *testing.T, s *Store, v1 v1Data) {
+		t.Helper()
+		for _, job := range v1.jobs {
+			st := storetest.Status(t, s, job)
+			was := *v1.status[job]
+			was.Now = st.Now
+			if !reflect.DeepEqual(st, &was) {
+				t.Errorf("job %s after the migration:\n%+v\nwant as version 1 had it:\n%+v", job, st, &was)
+			}
+		}
+		if rows, err := srv.Query("SELECT version FROM " + schema + ".meta"); err != nil || len(rows) != 1 ||
+			rows[0][0] != itoa(schemaVersion) {
+			t.Errorf("meta: %q, %v; want one row at version %d", rows, err, schemaVersion)
+		}
+
+		// Version 1's acquire and renew are gone (they would grant by its
+		// rules), and its other functions are this version's, which refuse
+		// a version 1 client.
+		var pe *pgconn.PgError
+		_, err := srv.Query("SELECT " + schema + ".acquire(1, 'live', 'old', 'h', 1, '{}', 1000000, 2000000, 3, 0)")
+		if !errors.As(err, &pe) || pe.Code != "42883" {
+			t.Errorf("version 1's acquire after the migration: %v, want undefined_function (42883)", err)
+		}
+		_, err = srv.Query("SELECT " + schema + ".status(1, 'live')")
+		if !errors.As(err, &pe) || pe.Code != codeVersion || pe.Detail != itoa(schemaVersion) {
+			t.Errorf("version 1's call of status after the migration: %v, want %s with detail %d", err, codeVersion, schemaVersion)
+		}
+		if rows, err := srv.Query("SELECT count(*) FROM pg_proc WHERE pronamespace = " + quoteLiteral(v1Namespace) +
+			"::regnamespace AND proname IN ('acquire', 'renew', '_rfc3339')"); err != nil || rows[0][0] != "2" {
+			t.Errorf("acquire, renew and _rfc3339 functions: %q, %v; want one acquire and one renew", rows, err)
+		}
+
+		// The run version 1 granted goes on: it renews, now with its round
+		// trip, and releases.
+		l := *v1.live
+		l.RTT = 2 * time.Millisecond
+		if err := s.Renew(storetest.Ctx(t), &l); err != nil {
+			t.Fatalf("Renew of version 1's live lease: %v", err)
+		}
+		if st := storetest.Status(t, s, "live"); st.Holder == nil || st.Holder.LastRTT != l.RTT {
+			t.Errorf("holder after the renewal: %+v, want last round trip %s", st.Holder, l.RTT)
+		}
+		storetest.Release(t, s, &l, leasestore.ResultCompleted)
+
+		// The next grant counts on from version 1's record, and records its
+		// region.
+		req := storetest.Request("done", "w-next", storetest.LongTTL)
+		req.Region = "eu-west-1"
+		next := storetest.Acquire(t, s, req)
+		st := storetest.Status(t, s, "done")
+		if was := v1.status["done"]; next.Attempt != was.Attempts+1 || next.Token <= was.LastToken ||
+			st.Region != "eu-west-1" || len(st.History) != len(was.History)+1 {
+			t.Errorf("grant after the migration: attempt %d, token %d, status %+v; want attempt %d, a token above %d, "+
+				"region eu-west-1 and one event more", next.Attempt, next.Token, st, was.Attempts+1, was.LastToken)
+		}
+		if err := s.ReleaseQuarantine(storetest.Ctx(t), "crashy", leasestore.Note{By: "alice", Reason: "fixed"}); err != nil {
+			t.Errorf("ReleaseQuarantine of the job version 1 quarantined: %v", err)
+		}
+	}
+
+	t.Run("leasectl store migrate", func(t *testing.T) {
+		v1 := loadV1(t, srv)
+		s := openPG(t, srv.URL, v1Namespace)
+		got, from, to, err := s.Migrate(pgCall(t, storetest.HangGuard))
+		if err != nil || got != v1Namespace || from != 1 || to != schemaVersion {
+			t.Fatalf("Migrate = %s, %d, %d, %v; want %s from 1 to %d", got, from, to, err, v1Namespace, schemaVersion)
+		}
+		check(t, s, v1)
+	})
+	t.Run("on first use", func(t *testing.T) {
+		v1 := loadV1(t, srv)
+		check(t, openPG(t, srv.URL, v1Namespace), v1)
+	})
+}
