@@ -254,6 +254,9 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		if q := st.rec.Quarantine; q != nil {
 			return nil, &leasestore.QuarantinedError{Quarantine: *q}
 		}
+		if region := st.rec.Region; req.Region != "" && region != "" && region != req.Region {
+			return nil, &leasestore.RegionError{Job: req.Job, Region: region, Requested: req.Region}
+		}
 		if st.live != nil {
 			return nil, s.heldError(ctx, st)
 		}
@@ -270,6 +273,10 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		switch {
 		case recovered != nil && recovered.Quarantined:
 			refusal = &leasestore.QuarantinedError{Quarantine: *st.rec.Quarantine}
+		case !req.Deadline.IsZero() && at.After(req.Deadline):
+			// at is this host's clock, as for MinInterval (docs/etcd.md,
+			// Time): etcd has none a transaction could compare with.
+			refusal = &leasestore.DeadlineError{Job: req.Job, Deadline: req.Deadline, Now: at}
 		case req.MinInterval > 0 && !st.rec.LastSuccess.IsZero() && at.Sub(st.rec.LastSuccess) < req.MinInterval:
 			refusal = &leasestore.TooSoonError{Job: req.Job, LastSuccess: st.rec.LastSuccess, MinInterval: req.MinInterval,
 				Age: at.Sub(st.rec.LastSuccess)}
@@ -303,6 +310,9 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		r.LiveLease, r.EvidenceLease = live, evid
 		token := max(r.LastToken+1, at.UnixMicro())
 		r.LastToken, r.Attempts, r.MaxCrashes, r.LastHolder, r.LastHost = token, r.Attempts+1, req.MaxCrashes, req.Holder, req.Host
+		if r.Region == "" {
+			r.Region = req.Region
+		}
 		r.event(at, leasestore.Event{Kind: leasestore.EventAcquired, Worker: req.Holder, Token: token, Detail: fmt.Sprintf("attempt %d", r.Attempts)})
 		ev := &evidence{
 			Holder: req.Holder, Token: token, Host: req.Host, PID: req.PID, Command: req.Command, Started: at,
@@ -685,7 +695,7 @@ func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 	at := now()
 	r := st.rec
 	js := &leasestore.JobStatus{
-		Job: job, State: leasestore.StateIdle, Now: at,
+		Job: job, State: leasestore.StateIdle, Now: at, Region: r.Region,
 		LastToken: r.LastToken, Attempts: r.Attempts, Crashes: r.Crashes, MaxCrashes: r.MaxCrashes,
 		Quarantine: r.Quarantine, LastOutcome: r.LastOutcome, LastSuccess: r.LastSuccess, History: r.History,
 	}

@@ -84,7 +84,7 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, MinTTL: minTTL, CommonHistoryWords: true}
+	return storetest.Abilities{Wipe: true, MinTTL: minTTL, CommonHistoryWords: true, RegionsAndDeadlines: true}
 }
 
 func TestConformance(t *testing.T) {
