@@ -164,6 +164,16 @@ func parseStates(jobs []string, resp []responseOp) ([]*jobState, error) {
 	return states, nil
 }
 
+// answerOf is the answer to a read of one key that found kv (nil: none),
+// for parseStates.
+func answerOf(kv *keyValue) responseOp {
+	r := &rangeResponse{}
+	if kv != nil {
+		r.KVs = []keyValue{*kv}
+	}
+	return responseOp{Range: r}
+}
+
 // guards compare the mod revisions of the keys st was read with.
 func (s *Store) guards(st *jobState) []compare {
 	rev := func(kv *keyValue) int64 {
