@@ -21,8 +21,9 @@
 // transition is a handful of calls; docs/etcd.md has the figures.
 //
 // It guarantees what leasestore.Store promises, with these differences
-// (docs/semantics.md): etcd has no clock, so times and tokens come from
-// the clock of the host doing the transition, while liveness expiry is
+// (docs/semantics.md): etcd has no clock, so times and tokens come from,
+// and acquire deadlines are compared with, the clock of the host doing the
+// transition, while liveness expiry is
 // etcd's own (its leader's monotonic clock); lease TTLs are whole seconds
 // of at least 2 s (TTLRange); fencing tokens follow the other stores' rule,
 // max(last + 1, clock in µs), so they stay comparable when a job moves

@@ -59,6 +59,11 @@ type evidence struct {
 	TTL         time.Duration `json:"ttl"`
 	EvidenceTTL time.Duration `json:"evidence_ttl"`
 	MaxCrashes  int           `json:"max_crashes"`
+	// RTT is the holder's renewal round trip as it reported it, written by
+	// Renew only when it moved by more than rttSlack allows (store.go);
+	// absent (zero) until a renewal reports one, and in evidence written
+	// before round trips were kept.
+	RTT time.Duration `json:"rtt,omitempty"`
 }
 
 // record is what the store keeps of a job between runs, with its history.
@@ -73,6 +78,10 @@ type record struct {
 	Quarantine  *leasestore.Quarantine  `json:"quarantine,omitempty"`
 	LastOutcome *leasestore.LastOutcome `json:"last_outcome,omitempty"`
 	History     []leasestore.Event      `json:"history,omitempty"`
+	// Region is the job's region (seed 002), recorded by its first grant
+	// that named one and kept. Records written before regions were kept
+	// have none: their jobs are unrestricted until such a grant.
+	Region string `json:"region,omitempty"`
 	// LiveLease and EvidenceLease are the etcd leases the last run's
 	// liveness and evidence were attached to. The next run takes them over
 	// while they live (its Acquire keeps them alive, and grants new ones
@@ -153,6 +162,16 @@ func parseStates(jobs []string, resp []responseOp) ([]*jobState, error) {
 		states[i] = st
 	}
 	return states, nil
+}
+
+// answerOf is the answer to a read of one key that found kv (nil: none),
+// for parseStates.
+func answerOf(kv *keyValue) responseOp {
+	r := &rangeResponse{}
+	if kv != nil {
+		r.KVs = []keyValue{*kv}
+	}
+	return responseOp{Range: r}
 }
 
 // guards compare the mod revisions of the keys st was read with.

@@ -84,7 +84,7 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, MinTTL: minTTL, CommonHistoryWords: true}
+	return storetest.Abilities{Wipe: true, MinTTL: minTTL, CommonHistoryWords: true, RegionsAndDeadlines: true, RoundTrips: true}
 }
 
 func TestConformance(t *testing.T) {
@@ -248,20 +248,121 @@ func TestEtcdFrozenMemberReturnsAtDeadline(t *testing.T) {
 
 // TestEtcdRenewRefusedAfterTheKeysWereDeleted deletes a held job's keys by
 // hand: its etcd leases live on, but the renewal must not pass for holding
-// the job, which another run can now acquire.
+// the job, which another run can now acquire; nor may a renewal whose round
+// trip is to be written put the run's evidence back.
 func TestEtcdRenewRefusedAfterTheKeysWereDeleted(t *testing.T) {
+	for name, rtt := range map[string]time.Duration{"no round trip": 0, "a round trip to write": 40 * time.Millisecond} {
+		t.Run(name, func(t *testing.T) {
+			c := sharedEtcd(t)
+			ns := freshNamespace()
+			s := openEtcd(t, c.URL(), ns)
+			l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
+			deletePrefix(t, c, ns)
+			l.RTT = rtt
+			if err := s.Renew(call(t, storetest.HangGuard), l); !errors.Is(err, leasestore.ErrLeaseLost) {
+				t.Fatalf("Renew after the job's keys were deleted = %v, want ErrLeaseLost", err)
+			}
+			if st := storetest.Status(t, s, "job"); st.State != leasestore.StateIdle {
+				t.Fatalf("after a refused renewal the job is %s (%+v), want IDLE: the renewal wrote", st.State, st)
+			}
+			next := storetest.Acquire(t, openEtcd(t, c.URL(), ns), storetest.Request("job", "w2", storetest.LongTTL))
+			if next.Token <= l.Token {
+				t.Fatalf("token %d after the keys were deleted, want above %d", next.Token, l.Token)
+			}
+		})
+	}
+}
+
+// TestEtcdRenewWritesTheRoundTripOnlyWhenItMoved holds Renew to rttSlack:
+// a round trip within it of the one kept is not written (the evidence's
+// revision stays), one past it is, and a renewal by a client that did not
+// acquire the lease still keeps it.
+func TestEtcdRenewWritesTheRoundTripOnlyWhenItMoved(t *testing.T) {
 	c := sharedEtcd(t)
-	ns := freshNamespace()
-	s := openEtcd(t, c.URL(), ns)
+	s := openEtcd(t, c.URL(), freshNamespace())
 	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
-	deletePrefix(t, c, ns)
-	if err := s.Renew(call(t, storetest.HangGuard), l); !errors.Is(err, leasestore.ErrLeaseLost) {
-		t.Fatalf("Renew after the job's keys were deleted = %v, want ErrLeaseLost", err)
+	evidenceRevision := func() int64 {
+		t.Helper()
+		states, err := s.read(t.Context(), "test", "job")
+		if err != nil || states[0].ev == nil {
+			t.Fatalf("reading the job's evidence: %v", err)
+		}
+		return states[0].ev.ModRevision
 	}
-	next := storetest.Acquire(t, openEtcd(t, c.URL(), ns), storetest.Request("job", "w2", storetest.LongTTL))
-	if next.Token <= l.Token {
-		t.Fatalf("token %d after the keys were deleted, want above %d", next.Token, l.Token)
+	renew := func(s *Store, rtt, want time.Duration) {
+		t.Helper()
+		l.RTT = rtt
+		if err := s.Renew(call(t, storetest.HangGuard), l); err != nil {
+			t.Fatalf("Renew with round trip %s: %v", rtt, err)
+		}
+		if st := storetest.Status(t, s, "job"); st.Holder == nil || st.Holder.LastRTT != want {
+			t.Fatalf("after a renewal with round trip %s the holder is %+v, want last round trip %s", rtt, st.Holder, want)
+		}
 	}
+	renew(s, 0, 0)
+	renew(s, 40*time.Millisecond, 40*time.Millisecond)
+	kept := evidenceRevision()
+	renew(s, 49*time.Millisecond, 40*time.Millisecond) // within a quarter
+	renew(s, 40*time.Millisecond+500*time.Microsecond, 40*time.Millisecond)
+	if got := evidenceRevision(); got != kept {
+		t.Errorf("renewals within the slack rewrote the evidence: revision %d, want %d", got, kept)
+	}
+	renew(s, 80*time.Millisecond, 80*time.Millisecond)
+	renew(s, 0, 80*time.Millisecond) // none measured: the last one stays
+	other := openEtcd(t, c.URL(), s.ns)
+	renew(other, 2*time.Millisecond, 2*time.Millisecond)
+	renew(s, 7*time.Millisecond, 2*time.Millisecond) // within the floor of 5 ms
+	renew(s, 40*time.Millisecond, 40*time.Millisecond)
+}
+
+// TestEtcdReadsRecordsWrittenBeforeRegionsAndRoundTrips writes a job's
+// record and a run's evidence as the store wrote them before it kept
+// regions and round trips: the job is unrestricted until a grant names a
+// region, and the run has no round trip until a renewal reports one.
+func TestEtcdReadsRecordsWrittenBeforeRegionsAndRoundTrips(t *testing.T) {
+	c := sharedEtcd(t)
+	s := openEtcd(t, c.URL(), freshNamespace())
+	put := func(key []byte, value string, lease int64) {
+		t.Helper()
+		body := map[string]any{"key": key, "value": []byte(value)}
+		if lease != 0 {
+			body["lease"] = fmt.Sprint(lease)
+		}
+		if err := c.Members[0].Do(t.Context(), "/v3/kv/put", body, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(s.key(kindJob, "old"), `{"last_token":1767225600000000,"attempts":3,"max_crashes":3,"last_holder":"w0","last_host":"h0",`+
+		`"history":[{"At":"2026-01-01T00:00:00Z","Kind":"acquired","Worker":"w0","Token":1767225600000000,"Detail":"attempt 3"}]}`, 0)
+	if st := storetest.Status(t, s, "old"); st.Region != "" || st.Attempts != 3 || st.LastToken != 1767225600000000 {
+		t.Fatalf("an old record reads as %+v, want no region, 3 attempts, its last token", st)
+	}
+	req := storetest.Request("old", "w1", storetest.LongTTL)
+	req.Region = "eu-west-1"
+	l := storetest.Acquire(t, s, req)
+	if st := storetest.Status(t, s, "old"); st.Region != "eu-west-1" || st.Attempts != 4 || l.Token <= 1767225600000000 {
+		t.Fatalf("after a grant naming a region an old record reads as %+v (token %d), want that region, 4 attempts, a greater token", st, l.Token)
+	}
+
+	states, err := s.read(t.Context(), "test", "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := states[0].evd
+	put(s.key(kindEvidence, "old"), fmt.Sprintf(`{"holder":%q,"token":%d,"host":%q,"pid":%d,"command":["true"],"started":"2026-01-01T00:00:00Z",`+
+		`"attempt":%d,"ttl":%d,"evidence_ttl":%d,"max_crashes":%d}`, ev.Holder, ev.Token, ev.Host, ev.PID, ev.Attempt, ev.TTL, ev.EvidenceTTL, ev.MaxCrashes),
+		states[0].ev.Lease)
+	if st := storetest.Status(t, s, "old"); st.Holder == nil || st.Holder.LastRTT != 0 || st.Holder.Worker != "w1" {
+		t.Fatalf("old evidence reads as holder %+v, want w1 without a round trip", st.Holder)
+	}
+	l.RTT = 7 * time.Millisecond
+	if err := s.Renew(call(t, storetest.HangGuard), l); err != nil { // from a state the write by hand made stale
+		t.Fatalf("Renew of a run with old evidence: %v", err)
+	}
+	if st := storetest.Status(t, s, "old"); st.Holder == nil || st.Holder.LastRTT != l.RTT {
+		t.Fatalf("after a renewal, old evidence reads as holder %+v, want last round trip %s", st.Holder, l.RTT)
+	}
+	storetest.Release(t, s, l, leasestore.ResultCompleted)
 }
 
 // TestEtcdScanFollowsTheRunsThatEnded checks that a scan after the first
