@@ -84,14 +84,16 @@ type harness struct {
 	state   string   // XDG_STATE_HOME of the supervisors
 	wrap    []string // run the child under this command (the negative control's setsid)
 
-	mu     sync.Mutex
-	live   map[*exec.Cmd]bool
-	logOf  map[*exec.Cmd]string // each run's log file
-	holder *current             // the supervisor whose child announced itself last
-	runs   int
-	exits  map[int]int    // leasectl's exit codes; -1: killed by a signal
-	exitOf map[string]int // each run's exit code, by its log file
-	faults map[string]int // faults injected, by kind
+	mu        sync.Mutex
+	live      map[*exec.Cmd]bool
+	logOf     map[*exec.Cmd]string // each run's log file
+	workerIDs map[*exec.Cmd]string // each run's --worker-id
+	workers   int                  // worker IDs handed out
+	holder    *current             // the supervisor whose child announced itself last
+	runs      int
+	exits     map[int]int    // leasectl's exit codes; -1: killed by a signal
+	exitOf    map[string]int // each run's exit code, by its worker ID
+	faults    map[string]int // faults injected, by kind
 	// started counts the children that announced themselves; enough is
 	// closed once started and the faults reach what a run must show.
 	started    int
@@ -127,7 +129,7 @@ func newHarness(t *testing.T, job, url string) *harness {
 	return &harness{
 		t: t, url: url, timing: timing{ttl, heartbeat, safety}, job: job,
 		records: t.TempDir(), logs: t.TempDir(), state: t.TempDir(),
-		live: map[*exec.Cmd]bool{}, logOf: map[*exec.Cmd]string{}, exits: map[int]int{}, exitOf: map[string]int{}, faults: map[string]int{},
+		live: map[*exec.Cmd]bool{}, logOf: map[*exec.Cmd]string{}, workerIDs: map[*exec.Cmd]string{}, exits: map[int]int{}, exitOf: map[string]int{}, faults: map[string]int{},
 		enough: make(chan struct{}),
 	}
 }
@@ -135,13 +137,23 @@ func newHarness(t *testing.T, job, url string) *harness {
 // command is one `leasectl run --wait` of the job whose child is this test
 // binary in child mode, running for childRun (empty: random).
 func (h *harness) command(childRun string) *exec.Cmd {
-	args := []string{"run", "--wait", "--job", h.job,
+	// Each run's worker ID is the harness's, so that how the run ended is
+	// known by the ID the store's crash counts name, whatever the run
+	// logged (a supervisor SIGKILLed before its child started logs nothing).
+	h.mu.Lock()
+	h.workers++
+	worker := fmt.Sprintf("chaos-%d", h.workers)
+	h.mu.Unlock()
+	args := []string{"run", "--wait", "--job", h.job, "--worker-id", worker,
 		"--ttl", h.timing.ttl.String(), "--heartbeat", h.timing.heartbeat.String(), "--safety", h.timing.safety.String(),
 		// Crashes are what this test causes; it must never quarantine.
 		"--max-crashes", "1000000", "--"}
 	args = append(append(args, h.wrap...), os.Args[0])
 	cmd := h.leasectl(args...)
 	cmd.Env = append(cmd.Env, childDirEnv+"="+h.records, childRunEnv+"="+childRun)
+	h.mu.Lock()
+	h.workerIDs[cmd] = worker
+	h.mu.Unlock()
 	return cmd
 }
 
@@ -213,7 +225,7 @@ func (h *harness) wait(cmd *exec.Cmd, outDone <-chan struct{}) {
 		h.holder = nil
 	}
 	h.exits[cmd.ProcessState.ExitCode()]++
-	h.exitOf[h.logOf[cmd]] = cmd.ProcessState.ExitCode()
+	h.exitOf[h.workerIDs[cmd]] = cmd.ProcessState.ExitCode()
 }
 
 // worker runs the job again and again until stop is closed.
@@ -520,8 +532,7 @@ func (h *harness) falseCrashes() int {
 		t.Errorf("delivering the outbox with leasectl scan: %v", err)
 	}
 	logFile.Close()
-	workerOf := map[string]string{} // log file -> its run's worker
-	var counted []string            // workers whose crash was counted, in order
+	var counted []string // workers whose crash was counted, in order
 	withdrawn := map[string]bool{}
 	logs, _ := filepath.Glob(filepath.Join(h.logs, "*.log"))
 	for _, name := range logs {
@@ -535,9 +546,6 @@ func (h *harness) falseCrashes() int {
 			if json.Unmarshal([]byte(line), &l) != nil {
 				continue
 			}
-			if _, ok := workerOf[name]; !ok && l.Worker != "" && name != logName {
-				workerOf[name] = l.Worker
-			}
 			if l.CrashedWorker != "" {
 				counted = append(counted, l.CrashedWorker)
 			}
@@ -548,9 +556,9 @@ func (h *harness) falseCrashes() int {
 	}
 	died := map[string]bool{}
 	h.mu.Lock()
-	for name, code := range h.exitOf {
+	for worker, code := range h.exitOf {
 		if code == -1 {
-			died[workerOf[name]] = true
+			died[worker] = true
 		}
 	}
 	h.mu.Unlock()
