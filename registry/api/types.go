@@ -44,6 +44,11 @@ type HeartbeatRequest struct {
 	WorkerID     string `json:"worker_id"`
 	FencingToken int64  `json:"fencing_token"`
 	TTLMS        int64  `json:"ttl_ms"`
+	// RTTUS is the round trip of the worker's last confirmed renewal (or of
+	// its acquire), in microseconds, as the worker measured it (Lease.RTT);
+	// status and leases show it as the holder's last_rtt_us. Optional: 0 or
+	// absent, not measured.
+	RTTUS int64 `json:"rtt_us,omitempty"`
 }
 
 // Heartbeat is the answer to a heartbeat.
@@ -123,6 +128,10 @@ type Holder struct {
 	StartedAt    time.Time `json:"started_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
 	ReadAt       time.Time `json:"read_at"`
+	// LastRTTUS is the renewal round trip, in microseconds, the worker
+	// reported with its last heartbeat; 0 when it reported none yet, or the
+	// store behind the registry does not keep it.
+	LastRTTUS int64 `json:"last_rtt_us"`
 }
 
 // Crash is a run whose supervisor vanished.
