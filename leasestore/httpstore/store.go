@@ -33,6 +33,7 @@ type Store struct {
 	// noRTT is set once the registry refused a heartbeat's round trip
 	// (a registry older than it).
 	noRTT atomic.Bool
+	feed  feed // token watches (tokenfeed.go)
 }
 
 var _ leasestore.Store = (*Store)(nil)
@@ -65,8 +66,10 @@ func (e *AuthError) Error() string {
 	}
 }
 
-// Close closes the idle connections to the registry.
+// Close stops the Store's token watches and closes the idle connections to
+// the registry.
 func (s *Store) Close() error {
+	s.closeFeed()
 	s.transport.CloseIdleConnections()
 	return nil
 }

@@ -263,6 +263,38 @@ func (s *SubscribeRequest) Validate() (string, error) {
 	return s.JobID, job(s.JobID)
 }
 
+// Validate checks a token watch request and returns its job.
+func (w *TokenWatchRequest) Validate() (string, error) {
+	return w.JobID, job(w.JobID)
+}
+
+// maxWatchIDLen bounds a watch ID in a sync request; the registry's are 24
+// characters.
+const maxWatchIDLen = 64
+
+// Validate checks a token sync request.
+func (s *TokenSyncRequest) Validate() error {
+	if len(s.WatchIDs) > MaxTokenSyncWatches {
+		return &FieldError{Field: "watch_ids", Reason: fmt.Sprintf("%d watches, the limit is %d", len(s.WatchIDs), MaxTokenSyncWatches)}
+	}
+	for _, id := range s.WatchIDs {
+		if err := text("watch_ids", id, maxWatchIDLen, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FromTokenState is st on the wire, numbered seq.
+func FromTokenState(seq int64, st leasestore.TokenState) TokenState {
+	return TokenState{Seq: seq, FencingToken: st.Token, Live: st.Live, Read: st.Read, Lost: st.Lost}
+}
+
+// ToStore is the state t describes, of job.
+func (t *TokenState) ToStore(job string) leasestore.TokenState {
+	return leasestore.TokenState{Job: job, Token: t.FencingToken, Live: t.Live, Read: t.Read, Lost: t.Lost}
+}
+
 // FromCrash is c on the wire.
 func FromCrash(c leasestore.Crash) Crash {
 	return Crash{JobID: c.Job, WorkerID: c.Holder, Host: c.Host, PID: c.PID, FencingToken: c.Token, Command: c.Command,

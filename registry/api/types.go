@@ -242,3 +242,61 @@ type Subscription struct {
 type Wait struct {
 	Released bool `json:"released"`
 }
+
+// TokenWatchRequest is the body of POST PathTokenWatches.
+type TokenWatchRequest struct {
+	JobID string `json:"job_id"`
+}
+
+// TokenState is one state of a job's fencing token as the token feed of
+// the registry's store reported it (leasestore.TokenState), numbered in
+// its watch.
+type TokenState struct {
+	// Seq numbers the watch's states from 1, without gaps but for heartbeat
+	// reads that repeat the state before them, which the registry leaves
+	// out.
+	Seq          int64 `json:"seq"`
+	FencingToken int64 `json:"fencing_token"` // the job's newest token; 0 when the store has none
+	Live         bool  `json:"live"`          // whether its run was live
+	Read         bool  `json:"read"`          // read from the store: it replaces what came before
+	Lost         bool  `json:"lost"`          // the store's feed was interrupted: nothing holds until the next read
+}
+
+// TokenWatch is the answer to POST PathTokenWatches: the watch is in place
+// in the registry's store, and states holds what it reported so far, a
+// read of the job's state first.
+type TokenWatch struct {
+	WatchID string `json:"watch_id"`
+	JobID   string `json:"job_id"`
+	// IdleTimeoutMS is how long the registry keeps a watch nobody polls
+	// before it drops it.
+	IdleTimeoutMS int64        `json:"idle_timeout_ms"`
+	States        []TokenState `json:"states"`
+}
+
+// TokenStates is the answer to GET PathTokenWatch: the watch's states after
+// the one the poll acknowledged, oldest first; empty when the poll timed
+// out.
+type TokenStates struct {
+	States []TokenState `json:"states"`
+}
+
+// TokenSyncRequest is the body of POST PathTokenSync: the caller's watches.
+type TokenSyncRequest struct {
+	WatchIDs []string `json:"watch_ids"`
+}
+
+// TokenSync is the answer to POST PathTokenSync. Every change the store
+// published before the sync was asked for is numbered at or below its
+// watch's seq here; a watch the registry no longer holds (expired, fallen
+// behind, dropped by a restart, or another token's) is listed as missing.
+type TokenSync struct {
+	Watches []TokenWatchSeq `json:"watches"`
+	Missing []string        `json:"missing"`
+}
+
+// TokenWatchSeq is the sequence number one watch has reached.
+type TokenWatchSeq struct {
+	WatchID string `json:"watch_id"`
+	Seq     int64  `json:"seq"`
+}
