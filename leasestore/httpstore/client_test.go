@@ -367,3 +367,33 @@ func TestRenewToARegistryWithoutRoundTrips(t *testing.T) {
 		t.Errorf("%d heartbeats with rtt_us and %d without, want 1 refused and then 2 without", withRTT.Load(), without.Load())
 	}
 }
+
+// A token watch rides out a registry restart: the poll's failure is
+// reported Lost, the heartbeat fails until the watch is made again, and
+// its first state then is a fresh read, which shows the grant made while
+// the registry was down.
+func TestTokenWatchAcrossARegistryRestart(t *testing.T) {
+	backend, err := filestore.Open(t.TempDir(), "leasectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = backend.Close() })
+	reg := registrytest.Start(t, backend, "leasectl")
+	s := reg.Open(t, "leasectl", registrytest.ReaderToken)
+	log := storetest.Watch(t, s, "job")
+
+	reg.Stop(t)
+	log.Await(t, "lost", func(st leasestore.TokenState) bool { return st.Lost })
+	if err := s.SyncTokens(storetest.Ctx(t)); !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Errorf("SyncTokens with the watch lost: %v, want unavailable", err)
+	}
+	l := storetest.Acquire(t, backend, storetest.Request("job", "a", time.Minute))
+	reg.Resume(t)
+	st := log.Await(t, "read after the restart", storetest.IsState(l.Token, true))
+	if !st.Read {
+		t.Errorf("the first state after the restart %+v, want a read", st)
+	}
+	if err := s.SyncTokens(storetest.Ctx(t)); err != nil {
+		t.Errorf("SyncTokens once the watch is made again: %v", err)
+	}
+}
