@@ -63,7 +63,8 @@ const (
 
 // Store is what a Checker needs of a store: leasestore.Store has it, and
 // WriteThrough also needs a leasestore.TokenFeed (the embedded and Redis
-// stores have one).
+// stores have one, and so does a registry's remote store, httpstore, in
+// front of either).
 type Store interface {
 	// CheckToken returns nil when token is job's current token and its run
 	// is live, and a *leasestore.StaleTokenError otherwise.

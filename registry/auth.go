@@ -17,7 +17,9 @@ type Role int
 // The roles of a tokens file.
 const (
 	// RoleReader may read: job status, live leases, quarantined jobs,
-	// counts, token checks, metrics.
+	// counts, token checks, metrics, and follow jobs' fencing tokens
+	// (token watches and their heartbeat): a downstream checker needs no
+	// worker's token.
 	RoleReader Role = iota + 1
 	// RoleWorker may also run jobs: acquire, heartbeat, complete, release,
 	// and wait for releases.

@@ -138,23 +138,32 @@ func (s *Server) subscribe(x *exchange) (int, any, error) {
 // is released or the timeout the client asked for passes. Its bound is the
 // client's timeout, not the store call's.
 func (s *Server) wait(x *exchange) (int, any, error) {
-	timeout := int64(api.DefaultPollTimeoutMS)
-	if v := x.r.URL.Query().Get("timeout_ms"); v != "" {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || ms <= 0 {
-			return 0, nil, &api.FieldError{Field: "timeout_ms", Reason: "it must be a positive number of milliseconds"}
-		}
-		timeout = min(ms, api.MaxPollTimeoutMS)
+	timeout, err := pollTimeout(x.r.URL.Query().Get("timeout_ms"))
+	if err != nil {
+		return 0, nil, err
 	}
 	sub, err := s.subscription(x)
 	if err != nil {
 		return 0, nil, err
 	}
-	released, err := s.hub.wait(x.r.Context(), sub, api.Duration(timeout), s.draining)
+	released, err := s.hub.wait(x.r.Context(), sub, timeout, s.draining)
 	if err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, api.Wait{Released: released}, nil
+}
+
+// pollTimeout is a long-poll's ?timeout_ms=: api.DefaultPollTimeoutMS when
+// empty, never more than api.MaxPollTimeoutMS.
+func pollTimeout(v string) (time.Duration, error) {
+	if v == "" {
+		return api.Duration(api.DefaultPollTimeoutMS), nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, &api.FieldError{Field: "timeout_ms", Reason: "it must be a positive number of milliseconds"}
+	}
+	return api.Duration(min(ms, api.MaxPollTimeoutMS)), nil
 }
 
 func (s *Server) unsubscribe(x *exchange) (int, any, error) {
@@ -176,6 +185,85 @@ func (s *Server) subscription(x *exchange) (*subscription, error) {
 	}
 	x.job = sub.job
 	return sub, nil
+}
+
+func (s *Server) watchTokens(x *exchange) (int, any, error) {
+	var wr api.TokenWatchRequest
+	if err := x.decode(&wr); err != nil {
+		return 0, nil, err
+	}
+	job, err := wr.Validate()
+	x.job = job
+	if err != nil {
+		return 0, nil, err
+	}
+	w, states, err := s.watches.watch(x.ctx, job, x.digest)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, api.TokenWatch{WatchID: w.id, JobID: job, IdleTimeoutMS: api.MS(tokenWatchIdle), States: states}, nil
+}
+
+// tokenStates is the token watch's long-poll: it acknowledges the states up
+// to ?after= and holds the request until there are states after it, or the
+// timeout the client asked for passes. Its bound is the client's timeout,
+// not the store call's.
+func (s *Server) tokenStates(x *exchange) (int, any, error) {
+	q := x.r.URL.Query()
+	timeout, err := pollTimeout(q.Get("timeout_ms"))
+	if err != nil {
+		return 0, nil, err
+	}
+	after, err := strconv.ParseInt(q.Get("after"), 10, 64)
+	if err != nil || after < 0 {
+		return 0, nil, &api.FieldError{Field: "after", Reason: "it must be the seq of the last state collected (0 for none)"}
+	}
+	w, err := s.tokenWatch(x)
+	if err != nil {
+		return 0, nil, err
+	}
+	states, err := s.watches.poll(x.r.Context(), w, after, timeout, s.draining)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, api.TokenStates{States: states}, nil
+}
+
+func (s *Server) unwatchTokens(x *exchange) (int, any, error) {
+	w, err := s.tokenWatch(x)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.watches.drop(w)
+	return http.StatusNoContent, nil, nil
+}
+
+// tokenWatch is the request's token watch, if it is the token's.
+func (s *Server) tokenWatch(x *exchange) (*tokenWatch, error) {
+	id := x.r.PathValue("watch_id")
+	w := s.watches.get(id, x.digest)
+	if w == nil {
+		return nil, errGone(id)
+	}
+	x.job = w.job
+	return w, nil
+}
+
+// syncTokens is the token feed's heartbeat: the store's, then the seq
+// each of the caller's watches has reached.
+func (s *Server) syncTokens(x *exchange) (int, any, error) {
+	var sr api.TokenSyncRequest
+	if err := x.decode(&sr); err != nil {
+		return 0, nil, err
+	}
+	if err := sr.Validate(); err != nil {
+		return 0, nil, err
+	}
+	out, err := s.watches.sync(x.ctx, sr.WatchIDs, x.digest)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, out, nil
 }
 
 func (s *Server) scan(x *exchange) (int, any, error) {
@@ -277,7 +365,7 @@ func (s *Server) serveMetrics(*exchange) (int, any, error) {
 			return 0, nil, err
 		}
 	}
-	if err := s.metrics.writeText(&b, s.hub.count()); err != nil {
+	if err := s.metrics.writeText(&b, s.hub.count(), s.watches.count()); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, rawBody{contentType: metricsContentType, data: b.Bytes()}, nil

@@ -66,8 +66,9 @@ func (m *metrics) end(route string, status int, d time.Duration) {
 	l.sum += s
 }
 
-// writeText writes the metrics, with subscriptions the hub's count.
-func (m *metrics) writeText(w io.Writer, subscriptions int) error {
+// writeText writes the metrics, with the counts of subscriptions and token
+// watches the registry holds.
+func (m *metrics) writeText(w io.Writer, subscriptions, tokenWatches int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	b := &strings.Builder{}
@@ -111,6 +112,8 @@ func (m *metrics) writeText(w io.Writer, subscriptions int) error {
 	fmt.Fprintf(b, "leasectl_registry_inflight_requests %d\n", m.inflight)
 	header("leasectl_registry_subscriptions", "gauge", "Subscriptions to job releases the registry holds for waiting clients.")
 	fmt.Fprintf(b, "leasectl_registry_subscriptions %d\n", subscriptions)
+	header("leasectl_registry_token_watches", "gauge", "Watches of jobs' fencing tokens the registry holds for downstream checkers.")
+	fmt.Fprintf(b, "leasectl_registry_token_watches %d\n", tokenWatches)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

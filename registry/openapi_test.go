@@ -92,7 +92,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 // Every operation of the document reaches its handler: neither 404 nor 405.
 func TestOpenAPIOperationsAreServed(t *testing.T) {
 	srv := newTestServer(t, newFakeStore(t), nil)
-	params := strings.NewReplacer("{job_id}", "some/job", "{subscription_id}", "0123456789abcdef")
+	params := strings.NewReplacer("{job_id}", "some/job", "{subscription_id}", "0123456789abcdef", "{watch_id}", "0123456789abcdef")
 	for path, ops := range loadOpenAPI(t).Paths {
 		for method := range ops {
 			a := request(t, srv.url, strings.ToUpper(method), params.Replace(path)+"?timeout_ms=1", operatorToken, "{}")
@@ -121,6 +121,9 @@ func TestOpenAPISchemasMatchTheWire(t *testing.T) {
 		"Leases": api.Leases{}, "QuarantinedJobs": api.QuarantinedJobs{}, "Counts": api.Counts{}, "NoteRequest": api.NoteRequest{},
 		"TokenCheck": api.TokenCheck{}, "SubscribeRequest": api.SubscribeRequest{}, "Subscription": api.Subscription{},
 		"Wait": api.Wait{}, "ErrorBody": api.ErrorBody{}, "HeldBy": api.HeldBy{}, "Error": api.Error{},
+		"TokenWatchRequest": api.TokenWatchRequest{}, "TokenState": api.TokenState{}, "TokenWatch": api.TokenWatch{},
+		"TokenStates": api.TokenStates{}, "TokenSyncRequest": api.TokenSyncRequest{}, "TokenSync": api.TokenSync{},
+		"TokenWatchSeq": api.TokenWatchSeq{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {

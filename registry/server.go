@@ -61,12 +61,14 @@ type Config struct {
 }
 
 // Server is the registry's HTTP handler and its state: tokens,
-// subscriptions, remembered answers, rate limits and metrics.
+// subscriptions, token watches, remembered answers, rate limits and
+// metrics.
 type Server struct {
 	cfg      Config
 	tokens   atomic.Pointer[Tokens]
 	handler  http.Handler
 	hub      *hub
+	watches  *tokenHub
 	idem     *idempotency
 	limits   *limiter
 	metrics  *metrics
@@ -98,6 +100,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		hub:      newHub(cfg.Store, cfg.Now),
+		watches:  newTokenHub(cfg.Store, cfg.Now),
 		idem:     newIdempotency(cfg.Now),
 		limits:   newLimiter(cfg.RateLimit, cfg.Now),
 		metrics:  newMetrics(),
@@ -121,13 +124,18 @@ func (s *Server) Drain() {
 	s.drain.Do(func() { close(s.draining) })
 }
 
-// Close drops every subscription, closing their store subscriptions.
-func (s *Server) Close() { s.hub.close() }
+// Close drops every subscription and token watch, closing their store
+// subscriptions and watches.
+func (s *Server) Close() {
+	s.hub.close()
+	s.watches.close()
+}
 
-// sweepInterval is how often idle subscriptions are dropped.
+// sweepInterval is how often idle subscriptions and token watches are
+// dropped.
 const sweepInterval = 10 * time.Second
 
-// sweep drops idle subscriptions until ctx is done.
+// sweep drops idle subscriptions and token watches until ctx is done.
 func (s *Server) sweep(ctx context.Context) {
 	t := time.NewTicker(sweepInterval)
 	defer t.Stop()
@@ -137,6 +145,7 @@ func (s *Server) sweep(ctx context.Context) {
 			return
 		case <-t.C:
 			s.hub.sweep()
+			s.watches.sweep()
 		}
 	}
 }
@@ -173,6 +182,10 @@ func routes() []route {
 		{"leases", http.MethodGet, api.PathLeases, RoleReader, false, (*Server).leases},
 		{"counts", http.MethodGet, api.PathCounts, RoleReader, false, (*Server).counts},
 		{"check-token", http.MethodGet, api.PathCheckToken, RoleReader, false, (*Server).checkToken},
+		{"watch-tokens", http.MethodPost, api.PathTokenWatches, RoleReader, false, (*Server).watchTokens},
+		{"token-states", http.MethodGet, api.PathTokenWatch + "{watch_id}", RoleReader, false, (*Server).tokenStates},
+		{"unwatch-tokens", http.MethodDelete, api.PathTokenWatch + "{watch_id}", RoleReader, false, (*Server).unwatchTokens},
+		{"sync-tokens", http.MethodPost, api.PathTokenSync, RoleReader, false, (*Server).syncTokens},
 		{"metrics", http.MethodGet, api.PathMetrics, RoleReader, false, (*Server).serveMetrics},
 		{"healthz", http.MethodGet, api.PathHealth, 0, false, (*Server).health},
 	}
@@ -352,7 +365,7 @@ func (s *Server) answer(x *exchange, status int, body any, err error) []byte {
 		switch e.Code {
 		case api.CodeUnauthenticated:
 			h.Set("WWW-Authenticate", `Bearer realm="leasectl"`)
-		case api.CodeRateLimited, api.CodeStoreUnavailable, api.CodeShuttingDown, api.CodeTooManySubscriptions:
+		case api.CodeRateLimited, api.CodeStoreUnavailable, api.CodeShuttingDown, api.CodeTooManySubscriptions, api.CodeTooManyTokenWatches:
 			h.Set("Retry-After", "1")
 		}
 		status, body = e.Status(), api.ErrorBody{Error: e}
@@ -446,7 +459,8 @@ func (s *Server) accessLog(x *exchange, rt route, w *statusWriter, d time.Durati
 		ev = log.Error()
 	case w.status == http.StatusUnauthorized || w.status == http.StatusForbidden || w.status == http.StatusTooManyRequests:
 		ev = log.Warn()
-	case w.status < 300 && (rt.name == "heartbeat" || rt.name == "wait" || rt.name == "healthz" || rt.name == "metrics"):
+	case w.status < 300 && (rt.name == "heartbeat" || rt.name == "wait" || rt.name == "token-states" || rt.name == "sync-tokens" ||
+		rt.name == "healthz" || rt.name == "metrics"):
 		ev = log.Debug()
 	default:
 		ev = log.Info()

@@ -2,6 +2,7 @@ package httpstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -322,5 +323,77 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	_, err = s.Status(storetest.Ctx(t), "job")
 	if !errors.Is(err, leasestore.ErrUnavailable) || !strings.Contains(err.Error(), "307") || followed.Load() {
 		t.Errorf("Status answered by a redirect: %v (followed: %v), want unavailable naming the 307, not followed", err, followed.Load())
+	}
+}
+
+// A registry older than round trips refuses the heartbeat's rtt_us as an
+// unknown field, renewing nothing: Renew sends the heartbeat again without
+// it, and leaves it out from then on.
+func TestRenewToARegistryWithoutRoundTrips(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var withRTT, without atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Errorf("heartbeat body: %v", err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if _, ok := body["rtt_us"]; ok {
+			withRTT.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"code":"invalid_request","message":"invalid rtt_us: no such field","field":"rtt_us"}}`))
+			return
+		}
+		without.Add(1)
+		_, _ = w.Write([]byte(`{"new_lease_expiry":"2026-03-01T12:00:00Z","ttl_ms":1000}`))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	s, err := httpstore.Open("http://"+ln.Addr().String(), "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l := &leasestore.Lease{Job: "j", Holder: "w", Token: 1, TTL: time.Second, RTT: 3 * time.Millisecond}
+	for i := range 2 {
+		if err := s.Renew(storetest.Ctx(t), l); err != nil {
+			t.Fatalf("renew %d: %v", i+1, err)
+		}
+	}
+	if withRTT.Load() != 1 || without.Load() != 2 {
+		t.Errorf("%d heartbeats with rtt_us and %d without, want 1 refused and then 2 without", withRTT.Load(), without.Load())
+	}
+}
+
+// A token watch rides out a registry restart: the poll's failure is
+// reported Lost, the heartbeat fails until the watch is made again, and
+// its first state then is a fresh read, which shows the grant made while
+// the registry was down.
+func TestTokenWatchAcrossARegistryRestart(t *testing.T) {
+	backend, err := filestore.Open(t.TempDir(), "leasectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = backend.Close() })
+	reg := registrytest.Start(t, backend, "leasectl")
+	s := reg.Open(t, "leasectl", registrytest.ReaderToken)
+	log := storetest.Watch(t, s, "job")
+
+	reg.Stop(t)
+	log.Await(t, "lost", func(st leasestore.TokenState) bool { return st.Lost })
+	if err := s.SyncTokens(storetest.Ctx(t)); !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Errorf("SyncTokens with the watch lost: %v, want unavailable", err)
+	}
+	l := storetest.Acquire(t, backend, storetest.Request("job", "a", time.Minute))
+	reg.Resume(t)
+	st := log.Await(t, "read after the restart", storetest.IsState(l.Token, true))
+	if !st.Read {
+		t.Errorf("the first state after the restart %+v, want a read", st)
+	}
+	if err := s.SyncTokens(storetest.Ctx(t)); err != nil {
+		t.Errorf("SyncTokens once the watch is made again: %v", err)
 	}
 }

@@ -16,6 +16,14 @@
 // Idempotency-Key derived from the lease and outcome, so that a retry
 // after a lost answer gets the first answer instead of ErrLeaseLost.
 //
+// It is a leasestore.TokenFeed when the store behind the registry has one
+// (embedded, Redis): each watch is held by the registry in that store's
+// feed and collected with long-polls (one connection each); a failed poll is
+// reported Lost and the watch made again with a fresh read, and SyncTokens
+// runs the store's heartbeat in the registry, then waits until the watches
+// have delivered what it had reached. Through a registry whose store has no
+// feed, WatchTokens and SyncTokens fail with ErrNoTokenFeed.
+//
 // What it does not guarantee: that an ErrUnavailable call did not happen
 // (as with any store); delivery of release notifications, which are best
 // effort as every store's are: a subscription lives in one registry

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -29,6 +30,10 @@ type Store struct {
 	token     string
 	namespace string
 	region    string
+	// noRTT is set once the registry refused a heartbeat's round trip
+	// (a registry older than it).
+	noRTT atomic.Bool
+	feed  feed // token watches (tokenfeed.go)
 }
 
 var _ leasestore.Store = (*Store)(nil)
@@ -61,8 +66,10 @@ func (e *AuthError) Error() string {
 	}
 }
 
-// Close closes the idle connections to the registry.
+// Close stops the Store's token watches and closes the idle connections to
+// the registry.
 func (s *Store) Close() error {
+	s.closeFeed()
 	s.transport.CloseIdleConnections()
 	return nil
 }
@@ -205,12 +212,25 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	return l.ToStore(req), nil
 }
 
-// Renew extends l's lease; see leasestore.Store. It is sent once, bounded
-// by ctx: the supervisor counts its safety window from before the call,
-// whatever happens in it.
+// Renew extends l's lease and passes on its round trip (l.RTT); see
+// leasestore.Store. It is sent once, bounded by ctx: the supervisor counts
+// its safety window from before the call, whatever happens in it. A
+// registry older than round trips refuses the unknown rtt_us field without
+// renewing; Renew then sends the heartbeat again without it, and leaves it
+// out from then on.
 func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
-	return s.do(ctx, call{op: "renew", method: http.MethodPost, path: api.PathHeartbeat,
-		body: api.HeartbeatRequest{JobID: l.Job, WorkerID: l.Holder, FencingToken: l.Token, TTLMS: api.MS(l.TTL)}}, nil)
+	h := api.FromRenew(l)
+	if s.noRTT.Load() {
+		h.RTTUS = 0
+	}
+	err := s.do(ctx, call{op: "renew", method: http.MethodPost, path: api.PathHeartbeat, body: h}, nil)
+	var re *leasestore.RequestError
+	if h.RTTUS != 0 && errors.As(err, &re) && re.Field == "rtt_us" {
+		s.noRTT.Store(true)
+		h.RTTUS = 0
+		err = s.do(ctx, call{op: "renew", method: http.MethodPost, path: api.PathHeartbeat, body: h}, nil)
+	}
+	return err
 }
 
 // Release ends l with out; see leasestore.Store. Its Idempotency-Key is

@@ -66,7 +66,7 @@ func (embeddedHarness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (embeddedHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true}
+	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true, TokenFeed: true}
 }
 
 // redisHarness puts each test's registry in front of the shared Redis, in a
@@ -92,7 +92,7 @@ func (h redisHarness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (redisHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true}
+	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true, TokenFeed: true}
 }
 
 // sharedRedis returns the package's redis-server, failing the test when it

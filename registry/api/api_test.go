@@ -191,3 +191,32 @@ func TestSeedState(t *testing.T) {
 		}
 	}
 }
+
+// A heartbeat carries the worker's round trip in whole microseconds, and a
+// holder brings it back; a heartbeat without one (an older client) renews
+// with none.
+func TestRoundTripsCrossTheWire(t *testing.T) {
+	l := &leasestore.Lease{Job: "j", Holder: "w", Token: 7, TTL: 1500 * time.Millisecond, RTT: 1234*time.Microsecond + 999}
+	h := api.FromRenew(l)
+	back, err := h.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.RTTUS != 1234 || back.RTT != 1234*time.Microsecond || back.TTL != l.TTL {
+		t.Errorf("heartbeat %+v came back as %+v, want rtt 1.234ms and the TTL", h, back)
+	}
+	h.RTTUS = 0
+	if back, err := h.Validate(); err != nil || back.RTT != 0 {
+		t.Errorf("a heartbeat without rtt_us: %+v, %v; want a renewal with no round trip", back, err)
+	}
+	h.RTTUS = -1
+	var fe *api.FieldError
+	if _, err := h.Validate(); !errors.As(err, &fe) || fe.Field != "rtt_us" {
+		t.Errorf("a negative rtt_us: %v, want a FieldError naming it", err)
+	}
+	holder := leasestore.Holder{Job: "j", Worker: "w", Token: 7, StartedAt: t0, ExpiresAt: t1, ReadAt: t0, LastRTT: 2500 * time.Microsecond}
+	wire := api.FromHolder(holder)
+	if got := wire.ToStore(); !reflect.DeepEqual(got, holder) {
+		t.Errorf("holder round trip\n got %+v\nwant %+v", got, holder)
+	}
+}

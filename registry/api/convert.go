@@ -180,11 +180,21 @@ func (h *HeartbeatRequest) Validate() (*leasestore.Lease, error) {
 		text("worker_id", h.WorkerID, MaxWorkerIDLen, true),
 		positive("fencing_token", h.FencingToken, true),
 		positive("ttl_ms", h.TTLMS, true),
+		positive("rtt_us", h.RTTUS, false),
 	)
 	if err != nil {
 		return nil, err
 	}
-	return &leasestore.Lease{Job: h.JobID, Holder: h.WorkerID, Token: h.FencingToken, TTL: Duration(h.TTLMS)}, nil
+	return &leasestore.Lease{Job: h.JobID, Holder: h.WorkerID, Token: h.FencingToken, TTL: Duration(h.TTLMS),
+		RTT: time.Duration(h.RTTUS) * time.Microsecond}, nil
+}
+
+// FromRenew is the wire form of renewing l: its TTL in whole milliseconds
+// (rounded up) and its round trip in whole microseconds, as the stores
+// that keep it keep it.
+func FromRenew(l *leasestore.Lease) HeartbeatRequest {
+	return HeartbeatRequest{JobID: l.Job, WorkerID: l.Holder, FencingToken: l.Token, TTLMS: MS(l.TTL),
+		RTTUS: max(l.RTT.Microseconds(), 0)}
 }
 
 // Validate checks a completion and returns the lease it ends and the
@@ -253,6 +263,38 @@ func (s *SubscribeRequest) Validate() (string, error) {
 	return s.JobID, job(s.JobID)
 }
 
+// Validate checks a token watch request and returns its job.
+func (w *TokenWatchRequest) Validate() (string, error) {
+	return w.JobID, job(w.JobID)
+}
+
+// maxWatchIDLen bounds a watch ID in a sync request; the registry's are 24
+// characters.
+const maxWatchIDLen = 64
+
+// Validate checks a token sync request.
+func (s *TokenSyncRequest) Validate() error {
+	if len(s.WatchIDs) > MaxTokenSyncWatches {
+		return &FieldError{Field: "watch_ids", Reason: fmt.Sprintf("%d watches, the limit is %d", len(s.WatchIDs), MaxTokenSyncWatches)}
+	}
+	for _, id := range s.WatchIDs {
+		if err := text("watch_ids", id, maxWatchIDLen, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FromTokenState is st on the wire, numbered seq.
+func FromTokenState(seq int64, st leasestore.TokenState) TokenState {
+	return TokenState{Seq: seq, FencingToken: st.Token, Live: st.Live, Read: st.Read, Lost: st.Lost}
+}
+
+// ToStore is the state t describes, of job.
+func (t *TokenState) ToStore(job string) leasestore.TokenState {
+	return leasestore.TokenState{Job: job, Token: t.FencingToken, Live: t.Live, Read: t.Read, Lost: t.Lost}
+}
+
 // FromCrash is c on the wire.
 func FromCrash(c leasestore.Crash) Crash {
 	return Crash{JobID: c.Job, WorkerID: c.Holder, Host: c.Host, PID: c.PID, FencingToken: c.Token, Command: c.Command,
@@ -291,13 +333,15 @@ func (q *Quarantine) ToStore() leasestore.Quarantine {
 // FromHolder is h on the wire.
 func FromHolder(h leasestore.Holder) Holder {
 	return Holder{JobID: h.Job, WorkerID: h.Worker, Host: h.Host, PID: h.PID, FencingToken: h.Token, Attempt: h.Attempt,
-		Command: h.Command, StartedAt: h.StartedAt.UTC(), ExpiresAt: h.ExpiresAt.UTC(), ReadAt: h.ReadAt.UTC()}
+		Command: h.Command, StartedAt: h.StartedAt.UTC(), ExpiresAt: h.ExpiresAt.UTC(), ReadAt: h.ReadAt.UTC(),
+		LastRTTUS: h.LastRTT.Microseconds()}
 }
 
 // ToStore is the live lease h describes.
 func (h *Holder) ToStore() leasestore.Holder {
 	return leasestore.Holder{Job: h.JobID, Worker: h.WorkerID, Host: h.Host, PID: h.PID, Token: h.FencingToken,
-		Attempt: h.Attempt, Command: h.Command, StartedAt: h.StartedAt, ExpiresAt: h.ExpiresAt, ReadAt: h.ReadAt}
+		Attempt: h.Attempt, Command: h.Command, StartedAt: h.StartedAt, ExpiresAt: h.ExpiresAt, ReadAt: h.ReadAt,
+		LastRTT: time.Duration(h.LastRTTUS) * time.Microsecond}
 }
 
 // SeedState is seed 002's state of a job with status st: RUNNING while a

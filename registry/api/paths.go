@@ -21,6 +21,9 @@ const (
 	PathLeases       = Prefix + "/leases"           // GET: live leases (reader)
 	PathCounts       = Prefix + "/counts"           // GET: in flight and quarantined (reader)
 	PathCheckToken   = Prefix + "/check-token"      // GET ?job_id=&fencing_token=: token check (reader)
+	PathTokenWatches = Prefix + "/token-watches"    // POST: watch a job's fencing token (reader)
+	PathTokenWatch   = Prefix + "/token-watches/"   // + ID; GET ?after=&timeout_ms=: states after SEQ (long-poll), DELETE: end the watch (reader)
+	PathTokenSync    = Prefix + "/token-sync"       // POST: the token feed's heartbeat (reader)
 	PathMetrics      = "/metrics"                   // GET: Prometheus metrics (reader)
 	PathHealth       = "/healthz"                   // GET: liveness, no authentication
 )
@@ -42,10 +45,14 @@ const (
 	HeaderRequestID = "X-Request-Id"
 )
 
-// Long-poll bounds of GET PathSubscription: a waiter holds one request for
+// Long-poll bounds of GET PathSubscription and GET PathTokenWatch: a waiter holds one request for
 // up to the timeout it asks (DefaultPollTimeoutMS when it asks none, never
 // more than MaxPollTimeoutMS) instead of polling.
 const (
 	DefaultPollTimeoutMS = 25_000
 	MaxPollTimeoutMS     = 30_000
 )
+
+// MaxTokenSyncWatches bounds the watches one POST PathTokenSync names: as
+// many as a registry holds.
+const MaxTokenSyncWatches = 10_000

@@ -44,6 +44,11 @@ type HeartbeatRequest struct {
 	WorkerID     string `json:"worker_id"`
 	FencingToken int64  `json:"fencing_token"`
 	TTLMS        int64  `json:"ttl_ms"`
+	// RTTUS is the round trip of the worker's last confirmed renewal (or of
+	// its acquire), in microseconds, as the worker measured it (Lease.RTT);
+	// status and leases show it as the holder's last_rtt_us. Optional: 0 or
+	// absent, not measured.
+	RTTUS int64 `json:"rtt_us,omitempty"`
 }
 
 // Heartbeat is the answer to a heartbeat.
@@ -123,6 +128,10 @@ type Holder struct {
 	StartedAt    time.Time `json:"started_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
 	ReadAt       time.Time `json:"read_at"`
+	// LastRTTUS is the renewal round trip, in microseconds, the worker
+	// reported with its last heartbeat; 0 when it reported none yet, or the
+	// store behind the registry does not keep it.
+	LastRTTUS int64 `json:"last_rtt_us"`
 }
 
 // Crash is a run whose supervisor vanished.
@@ -232,4 +241,62 @@ type Subscription struct {
 // subscription's last wait; false when the wait timed out.
 type Wait struct {
 	Released bool `json:"released"`
+}
+
+// TokenWatchRequest is the body of POST PathTokenWatches.
+type TokenWatchRequest struct {
+	JobID string `json:"job_id"`
+}
+
+// TokenState is one state of a job's fencing token as the token feed of
+// the registry's store reported it (leasestore.TokenState), numbered in
+// its watch.
+type TokenState struct {
+	// Seq numbers the watch's states from 1, without gaps but for heartbeat
+	// reads that repeat the state before them, which the registry leaves
+	// out.
+	Seq          int64 `json:"seq"`
+	FencingToken int64 `json:"fencing_token"` // the job's newest token; 0 when the store has none
+	Live         bool  `json:"live"`          // whether its run was live
+	Read         bool  `json:"read"`          // read from the store: it replaces what came before
+	Lost         bool  `json:"lost"`          // the store's feed was interrupted: nothing holds until the next read
+}
+
+// TokenWatch is the answer to POST PathTokenWatches: the watch is in place
+// in the registry's store, and states holds what it reported so far, a
+// read of the job's state first.
+type TokenWatch struct {
+	WatchID string `json:"watch_id"`
+	JobID   string `json:"job_id"`
+	// IdleTimeoutMS is how long the registry keeps a watch nobody polls
+	// before it drops it.
+	IdleTimeoutMS int64        `json:"idle_timeout_ms"`
+	States        []TokenState `json:"states"`
+}
+
+// TokenStates is the answer to GET PathTokenWatch: the watch's states after
+// the one the poll acknowledged, oldest first; empty when the poll timed
+// out.
+type TokenStates struct {
+	States []TokenState `json:"states"`
+}
+
+// TokenSyncRequest is the body of POST PathTokenSync: the caller's watches.
+type TokenSyncRequest struct {
+	WatchIDs []string `json:"watch_ids"`
+}
+
+// TokenSync is the answer to POST PathTokenSync. Every change the store
+// published before the sync was asked for is numbered at or below its
+// watch's seq here; a watch the registry no longer holds (expired, fallen
+// behind, dropped by a restart, or another token's) is listed as missing.
+type TokenSync struct {
+	Watches []TokenWatchSeq `json:"watches"`
+	Missing []string        `json:"missing"`
+}
+
+// TokenWatchSeq is the sequence number one watch has reached.
+type TokenWatchSeq struct {
+	WatchID string `json:"watch_id"`
+	Seq     int64  `json:"seq"`
 }
