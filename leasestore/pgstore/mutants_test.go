@@ -66,6 +66,11 @@ var mutants = map[string]mutant{
 		"r.live_until > c.now AND r.token", "r.evidence_until > c.now AND r.token"},
 	"release-without-notify": {"Subscribe", &releaseSQL,
 		"  PERFORM pg_notify(@schema@._channel(p_job), '');\n", ""},
+	"grant-not-published":   {"TokenFeed", &acquireSQL, "  PERFORM @schema@._publish_token('g', v_token, p_job);\n", ""},
+	"release-not-published": {"TokenFeed", &releaseSQL, "  PERFORM @schema@._publish_token('e', r.token, p_job);\n", ""},
+	"crash-not-published":   {"TokenFeed", &libSQL, ", @schema@._publish_token('e', c.token, c.job)", ""},
+	"ends-published-as-grants": {"TokenFeed", &libSQL,
+		"pg_notify('leasectl_tokens_' || md5(@ns@), p_kind ||", "pg_notify('leasectl_tokens_' || md5(@ns@), 'g' ||"},
 }
 
 // logLine is a line a test logged: the file and line that logged it.
