@@ -205,12 +205,12 @@ func (f *tokenFeed) watch(ctx context.Context, job string, fn func(leasestore.To
 				return nil, err
 			}
 		default:
-			wait, lastErr := f.changed, f.lastErr
+			wait, down := f.changed, f.down()
 			f.mu.Unlock()
 			select {
 			case <-wait:
 			case <-ctx.Done():
-				return nil, f.s.unavailable("watch tokens", fmt.Errorf("the feed's connection is down (%v): %w", lastErr, ctx.Err()))
+				return nil, f.s.unavailable("watch tokens", down)
 			}
 		}
 	}
@@ -221,17 +221,21 @@ func (f *tokenFeed) watch(ctx context.Context, job string, fn func(leasestore.To
 func (f *tokenFeed) probe(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, feedProbeTimeout)
 	defer cancel()
-	err := f.roundTrip(pctx)
-	if errors.Is(err, errNoMarker) {
-		return f.s.unavailable("watch tokens", fmt.Errorf("%w (behind PgBouncer in transaction pooling mode LISTEN "+
-			"hears nothing: point the token feed at PostgreSQL itself or at a session-pooled PgBouncer)", err))
-	}
-	return err
+	return f.roundTrip(pctx, "watch tokens", " (behind PgBouncer in transaction pooling mode, LISTEN is accepted and "+
+		"hears nothing: point the token feed at PostgreSQL itself or at a session-pooled PgBouncer)")
 }
 
-// errNoMarker is the cause of a heartbeat whose marker did not come back in
-// time.
-var errNoMarker = errors.New("a notification sent to the feed's own channel did not come back on its listening connection")
+// errNoMarker is the cause of a heartbeat whose notification did not come
+// back on the feed's connection in time: changes may be late or lost.
+var errNoMarker = errors.New("pgstore: a notification sent to the token feed's own channel did not come back on its listening connection in time")
+
+// down is why the feed's connection does not listen; f.mu is held.
+func (f *tokenFeed) down() error {
+	if f.lastErr == nil {
+		return errors.New("the token feed's connection does not listen yet")
+	}
+	return fmt.Errorf("the token feed's connection is down: %v", f.lastErr)
+}
 
 // Close stops the watch; fn is not called once it has returned.
 func (w *tokenWatch) Close() error {
@@ -396,27 +400,29 @@ func (f *tokenFeed) sync(ctx context.Context) error {
 	if n == 0 {
 		return nil
 	}
-	return f.roundTrip(ctx)
+	return f.roundTrip(ctx, "sync tokens", "")
 }
 
 // roundTrip waits until the connection listens, reads the lost watches
 // again, sends a marker on the sync channel from a pooled connection and
 // waits until it comes back; then every change committed before the call
-// has reached the watches' fns. It fails when a watch is lost at the end.
-func (f *tokenFeed) roundTrip(ctx context.Context) error {
-	unavailable := func(err error) error { return f.s.unavailable("sync tokens", err) }
+// has reached the watches' fns. It fails when a watch is lost at the end;
+// op names the operation in errors, and hint follows the error of a marker
+// that did not come back.
+func (f *tokenFeed) roundTrip(ctx context.Context, op, hint string) error {
+	unavailable := func(err error) error { return f.s.unavailable(op, err) }
 	f.mu.Lock()
 	for !f.listening {
 		if f.closed {
 			f.mu.Unlock()
 			return unavailable(errClosed)
 		}
-		wait, lastErr := f.changed, f.lastErr
+		wait, down := f.changed, f.down()
 		f.mu.Unlock()
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return unavailable(fmt.Errorf("the feed's connection is down (%v): %w", lastErr, ctx.Err()))
+			return unavailable(down)
 		}
 		f.mu.Lock()
 	}
@@ -445,7 +451,8 @@ func (f *tokenFeed) roundTrip(ctx context.Context) error {
 	select {
 	case <-back:
 	case <-ctx.Done():
-		return unavailable(fmt.Errorf("%w: %w", errNoMarker, ctx.Err()))
+		// Not through unavailable, which would name only the deadline.
+		return &leasestore.UnavailableError{Op: op, Err: fmt.Errorf("%w%s", errNoMarker, hint)}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
