@@ -12,30 +12,40 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/internal/etcdtest"
+	"github.com/leasectl/leasectl/internal/pgtest"
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/internal/registrytest"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/etcdstore"
 	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/leasestore/httpstore"
+	"github.com/leasectl/leasectl/leasestore/pgstore"
 	"github.com/leasectl/leasectl/leasestore/redisstore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
 
-// testRedis and testEtcd are the package's redis-server and single-member
-// etcd, started by TestMain; testRedisErr and testEtcdErr say why one is
-// missing.
+// testRedis, testEtcd and testPG are the package's redis-server,
+// single-member etcd and PostgreSQL, started by TestMain; testRedisErr,
+// testEtcdErr and testPGErr say why one is missing.
 var (
 	testRedis    *redistest.Server
 	testRedisErr error
 	testEtcd     *etcdtest.Cluster
 	testEtcdErr  error
+	testPG       *pgtest.Server
+	testPGErr    error
 )
 
 func TestMain(m *testing.M) {
 	testRedis, testRedisErr = redistest.Start(redistest.Options{})
 	testEtcd, testEtcdErr = etcdtest.Start(etcdtest.Options{})
+	testPG, testPGErr = pgtest.Start(pgtest.Options{})
 	code := m.Run()
+	if testPG != nil {
+		if err := testPG.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
 	if testRedis != nil {
 		if err := testRedis.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -72,6 +82,20 @@ var realStores = []realStore{
 			}
 		}
 		return openRedis(t, testRedis.URL, ns), openRedis(t, testRedis.URL, ns), wipe
+	}},
+	{"postgres", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
+		if testPGErr != nil {
+			t.Fatalf("test PostgreSQL: %v", testPGErr)
+		}
+		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
+		wipe := func() {
+			// The namespace's tables (leasestore/pgstore, sql/tables_v1.sql),
+			// as an operator cleaning up by hand would lose them.
+			if err := testPG.Exec(fmt.Sprintf(`TRUNCATE %[1]q.jobs, %[1]q.runs, %[1]q.history`, ns)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return openPG(t, testPG.URL, ns), openPG(t, testPG.URL, ns), wipe
 	}},
 	{"embedded", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
 		dir := t.TempDir()
@@ -142,6 +166,16 @@ func openEtcd(t *testing.T, url, ns string) leasestore.Store {
 func openRedis(t *testing.T, url, ns string) leasestore.Store {
 	t.Helper()
 	s, err := redisstore.Open(url, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func openPG(t *testing.T, url, ns string) leasestore.Store {
+	t.Helper()
+	s, err := pgstore.Open(url, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,9 +271,10 @@ func TestBoundedStalenessExpiresOnRealStores(t *testing.T) {
 	}
 }
 
-// With the Redis pub/sub connection cut, write-through asks the store: at
-// once when the loss is seen, and in any case once the heartbeat has failed
-// for MaxLag (here the subscription is refused, so it stays cut).
+// With the feed's connection cut (Redis pub/sub, PostgreSQL LISTEN),
+// write-through asks the store: at once when the loss is seen, and in any
+// case once the heartbeat has failed for MaxLag (here the Redis
+// subscription is refused, so it stays cut).
 func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 	t.Run("connection killed", func(t *testing.T) {
 		checked, holder, _ := realStores[0].open(t)
@@ -256,6 +291,37 @@ func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 		// states. Once a heartbeat succeeds again, the grant has reached the
 		// checker, published on the new connection or read after the
 		// re-subscription.
+		resync(t, checked)
+		refuse(t, c, "job", zombie.Token)
+		accept(t, c, "job", cur.Token)
+	})
+
+	t.Run("PostgreSQL connection terminated", func(t *testing.T) {
+		if testPGErr != nil {
+			t.Fatalf("test PostgreSQL: %v", testPGErr)
+		}
+		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
+		checked := openPG(t, testPG.URL+"&application_name="+ns, ns)
+		holder := openPG(t, testPG.URL, ns)
+		c, _ := checker(t, checked, Options{Pattern: WriteThrough})
+		zombie := storetest.Acquire(t, holder, storetest.Request("job", "a", storetest.LongTTL))
+		accept(t, c, "job", zombie.Token)
+		settle(t, WriteThrough, checked)
+		if n := storeChecks(c, func() { accept(t, c, "job", zombie.Token) }); n != 0 {
+			t.Fatalf("with the feed up the check asked the store %d times, want 0", n)
+		}
+		// Every backend of the checker's store, its feed's among them, as an
+		// operator's pg_terminate_backend or a failover would end them.
+		rows, err := testPG.Query(fmt.Sprintf("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "+
+			"WHERE application_name = '%s'", ns))
+		if err != nil || len(rows) == 0 {
+			t.Fatalf("terminating the checker's backends: %q, %v", rows, err)
+		}
+		storetest.Release(t, holder, zombie, leasestore.ResultFailed)
+		cur := storetest.Acquire(t, holder, storetest.Request("job", "b", storetest.LongTTL))
+		// As with Redis: until the feed has read the connection's end the
+		// zombie can pass; once a heartbeat succeeds again, the grant has
+		// reached the checker, read after the feed reconnected.
 		resync(t, checked)
 		refuse(t, c, "job", zombie.Token)
 		accept(t, c, "job", cur.Token)
@@ -351,8 +417,9 @@ func TestTokenFromTheFutureOnRealStores(t *testing.T) {
 						t.Errorf("StaleError %+v, want a refusal from memory after the heartbeat's read", se)
 					}
 				default:
-					// FLUSHALL on a connection that stays up publishes
-					// nothing: the old token stands until the next grant.
+					// FLUSHALL or TRUNCATE on a connection that stays up
+					// publishes nothing: the old token stands until the next
+					// grant.
 					settle(t, p, checked)
 					accept(t, c, "job", old.Token)
 				}

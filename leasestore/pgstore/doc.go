@@ -56,6 +56,19 @@
 // transaction pooling, LISTEN does not work and waiters wake at the
 // holder's expiry, as the supervisor always also does.
 //
+// # Token feed
+//
+// The Store is a leasestore.TokenFeed, for package fence's write-through
+// pattern: grants, releases and counted crashes notify the namespace's one
+// token channel with the job and its token, inside their transaction, so a
+// change is delivered only if it commits, in commit order. A Store's feed
+// is one connection listening on that channel and on a heartbeat channel
+// of its own; SyncTokens notifies the latter and waits for it to come back.
+// A lease that expires without anyone counting its crash, or a TRUNCATE,
+// publishes nothing. Behind PgBouncer in transaction pooling, the first
+// WatchTokens fails, naming PgBouncer, since no notification would ever
+// reach it.
+//
 // # Start-up cost, and why only pgconn
 //
 // Every leasectl process, the watchdog included, pays the package init of

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ var mutants = map[string]mutant{
 		"IF false THEN\n    RETURN json_build_object('k', 'held'"},
 	"renew-after-expiry": {"Renew", &renewSQL, "IF r.live_until <= v_now THEN", "IF false THEN"},
 	"renew-keeps-evidence-expiry": {"RenewExtendsEvidence", &renewSQL,
-		", evidence_until = v_now + r.evidence_ttl\n  WHERE", "\n  WHERE"},
+		" evidence_until = v_now + r.evidence_ttl,\n", "\n"},
 	"release-any-token": {"ReleaseWithStaleTokenChangesNothing", &releaseSQL,
 		"WHERE job = p_job AND token = p_token;", "WHERE job = p_job;"},
 	"completed-keeps-crashes": {"ReleaseOutcomes", &releaseSQL,
@@ -64,13 +65,21 @@ var mutants = map[string]mutant{
 	"evidence-counts-as-live": {"CheckToken", &checkTokenSQL,
 		"r.live_until > c.now AND r.token", "r.evidence_until > c.now AND r.token"},
 	"release-without-notify": {"Subscribe", &releaseSQL,
-		"  PERFORM pg_notify(@schema@._channel(p_job), '');\n  RETURN 'true';\nEND", "  RETURN 'true';\nEND"},
+		"  PERFORM pg_notify(@schema@._channel(p_job), '');\n", ""},
+	"grant-not-published":   {"TokenFeed", &acquireSQL, "  PERFORM @schema@._publish_token('g', v_token, p_job);\n", ""},
+	"release-not-published": {"TokenFeed", &releaseSQL, "  PERFORM @schema@._publish_token('e', r.token, p_job);\n", ""},
+	"crash-not-published":   {"TokenFeed", &libSQL, ", @schema@._publish_token('e', c.token, c.job)", ""},
+	"ends-published-as-grants": {"TokenFeed", &libSQL,
+		"pg_notify('leasectl_tokens_' || md5(@ns@), p_kind ||", "pg_notify('leasectl_tokens_' || md5(@ns@), 'g' ||"},
 }
+
+// logLine is a line a test logged: the file and line that logged it.
+var logLine = regexp.MustCompile(`^\s+\w+\.go:\d+: `)
 
 // failure is the first line a failed conformance test logged.
 func failure(out string) string {
 	for _, line := range strings.Split(out, "\n") {
-		if strings.Contains(line, "storetest.go:") || strings.Contains(line, "_test.go:") {
+		if logLine.MatchString(line) {
 			return strings.TrimSpace(line)
 		}
 	}
@@ -111,6 +120,11 @@ func TestMutantsAreCaught(t *testing.T) {
 	srv := sharedPG(t)
 	for name, m := range mutants {
 		t.Run(name, func(t *testing.T) {
+			// A change that no longer applies would fail the child too,
+			// and pass for a caught mutant.
+			if n := strings.Count(*m.template, m.old); n != 1 {
+				t.Fatalf("mutant %s: its change applies %d times, want once", name, n)
+			}
 			cmd := exec.Command(os.Args[0], "-test.run", "^TestConformance$/^"+m.rule+"$", "-test.count=1", "-test.v")
 			cmd.Env = append(os.Environ(), mutantEnv+"="+name, serverEnv+"="+srv.URL)
 			var out bytes.Buffer

@@ -46,48 +46,30 @@ func channel(namespace, job string) string {
 // the server confirmed the LISTEN, so that every release committed after it
 // is delivered. ctx bounds only this call.
 func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
-	sub := &subscription{
-		store:    s,
+	sub := &subscription{released: make(chan struct{}, 1)}
+	l, err := s.listen(ctx, &listener{
 		listen:   "LISTEN " + quoteIdent(channel(s.ns, job)),
-		released: make(chan struct{}, 1),
-		done:     make(chan struct{}),
-	}
-	cfg := s.cfg.Copy()
-	cfg.OnNotification = func(*pgconn.PgConn, *pgconn.Notification) { sub.wake() }
-	sub.cfg = cfg
-	conn, err := sub.connect(ctx)
+		notified: func(*pgconn.Notification) { sub.wake() },
+		// What was sent while the connection was down is lost: the waiter
+		// looks for itself.
+		up: func(first bool) {
+			if !first {
+				sub.wake()
+			}
+		},
+	})
 	if err != nil {
 		return nil, s.unavailable("subscribe", err)
 	}
-	var bg context.Context
-	bg, sub.cancel = context.WithCancel(context.Background())
-	go sub.run(bg, conn)
+	sub.l = l
 	return sub, nil
 }
 
 // subscription turns the notifications of one channel into coalesced
 // wake-ups.
 type subscription struct {
-	store    *Store
-	cfg      *pgconn.Config
-	listen   string
+	l        *listener
 	released chan struct{}
-	cancel   context.CancelFunc
-	done     chan struct{} // closed when run returns
-	once     sync.Once
-}
-
-// connect opens a connection and listens on the channel.
-func (sub *subscription) connect(ctx context.Context) (*pgconn.PgConn, error) {
-	conn, err := sub.store.dial(ctx, sub.cfg)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.Exec(ctx, sub.listen).ReadAll(); err != nil {
-		closeConn(conn)
-		return nil, err
-	}
-	return conn, nil
 }
 
 // wake delivers one notification, coalescing with one not yet received.
@@ -98,11 +80,82 @@ func (sub *subscription) wake() {
 	}
 }
 
+// Released receives a value after a release; values coalesce.
+func (sub *subscription) Released() <-chan struct{} { return sub.released }
+
+// Close stops the subscription and closes its connection. It is safe to
+// call more than once.
+func (sub *subscription) Close() error {
+	sub.l.close()
+	return nil
+}
+
+// listener is a connection of its own that listens on fixed channels, for
+// a subscription or the token feed: one goroutine (run) waits for its
+// notifications and reconnects whenever the connection is lost.
+type listener struct {
+	// listen is the LISTEN statements, sent on every connection.
+	listen string
+	// notified is called with every notification, from run.
+	notified func(*pgconn.Notification)
+	// up is called from run on every connection once it listens, before
+	// any notification on it: first is true for the one Store.listen made.
+	// May be nil.
+	up func(first bool)
+	// lost is called from run when the connection was lost, and with the
+	// error of each reconnection that failed. May be nil.
+	lost func(error)
+
+	store  *Store
+	cfg    *pgconn.Config
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+	once   sync.Once
+}
+
+// listen connects l, whose listen and callbacks are set, listens and
+// starts its goroutine. It returns once the
+// server confirmed the LISTEN, so that every notification committed after
+// it is delivered; ctx bounds only this call.
+func (s *Store) listen(ctx context.Context, l *listener) (*listener, error) {
+	l.store = s
+	l.done = make(chan struct{})
+	cfg := s.cfg.Copy()
+	cfg.OnNotification = func(_ *pgconn.PgConn, n *pgconn.Notification) { l.notified(n) }
+	l.cfg = cfg
+	conn, err := l.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var bg context.Context
+	bg, l.cancel = context.WithCancel(context.Background())
+	go l.run(bg, conn)
+	return l, nil
+}
+
+// connect opens a connection and listens on the channels.
+func (l *listener) connect(ctx context.Context) (*pgconn.PgConn, error) {
+	conn, err := l.store.dial(ctx, l.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, l.listen).ReadAll(); err != nil {
+		closeConn(conn)
+		return nil, err
+	}
+	return conn, nil
+}
+
 // run waits for notifications until ctx ends, reconnecting whenever the
 // connection is lost.
-func (sub *subscription) run(ctx context.Context, conn *pgconn.PgConn) {
-	defer close(sub.done)
+func (l *listener) run(ctx context.Context, conn *pgconn.PgConn) {
+	defer close(l.done)
+	first := true
 	for {
+		if l.up != nil {
+			l.up(first)
+		}
+		first = false
 		// The OnNotification callback delivers every notification, also
 		// those read while waiting here.
 		err := conn.WaitForNotification(ctx)
@@ -110,18 +163,21 @@ func (sub *subscription) run(ctx context.Context, conn *pgconn.PgConn) {
 			continue
 		}
 		closeConn(conn)
-		if conn = sub.reconnect(ctx); conn == nil {
+		if ctx.Err() != nil {
 			return
 		}
-		// What was sent while the connection was down is lost: the waiter
-		// looks for itself.
-		sub.wake()
+		if l.lost != nil {
+			l.lost(err)
+		}
+		if conn = l.reconnect(ctx); conn == nil {
+			return
+		}
 	}
 }
 
 // reconnect connects again after jittered, doubling delays until it
 // succeeds (it returns the connection) or ctx ends (nil).
-func (sub *subscription) reconnect(ctx context.Context) *pgconn.PgConn {
+func (l *listener) reconnect(ctx context.Context) *pgconn.PgConn {
 	delay := reconnectFirst
 	for {
 		t := time.NewTimer(delay/2 + rand.N(delay/2+1))
@@ -131,22 +187,22 @@ func (sub *subscription) reconnect(ctx context.Context) *pgconn.PgConn {
 			return nil
 		case <-t.C:
 		}
-		if conn, err := sub.connect(ctx); err == nil {
+		conn, err := l.connect(ctx)
+		if err == nil {
 			return conn
+		}
+		if l.lost != nil && ctx.Err() == nil {
+			l.lost(err)
 		}
 		delay = min(2*delay, reconnectLast)
 	}
 }
 
-// Released receives a value after a release; values coalesce.
-func (sub *subscription) Released() <-chan struct{} { return sub.released }
-
-// Close stops the subscription and closes its connection. It is safe to
-// call more than once.
-func (sub *subscription) Close() error {
-	sub.once.Do(func() {
-		sub.cancel()
-		<-sub.done
+// close stops the listener and closes its connection. It is safe to call
+// more than once.
+func (l *listener) close() {
+	l.once.Do(func() {
+		l.cancel()
+		<-l.done
 	})
-	return nil
 }

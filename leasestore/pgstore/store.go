@@ -44,6 +44,10 @@ type Store struct {
 	// migrateMu makes the calls of one Store wait for one migration.
 	migrateMu sync.Mutex
 
+	// The token feed (tokenfeed.go), started by the first WatchTokens.
+	feedMu sync.Mutex
+	feed   *tokenFeed
+
 	// The statement of each operation.
 	sqlAcquire, sqlRenew, sqlRelease, sqlScan, sqlQuarantine, sqlUnquarantine string
 	sqlStatus, sqlLeases, sqlQuarantined, sqlCounts, sqlCheckToken            string
@@ -76,10 +80,11 @@ func (s *Store) prepareStatements() {
 	s.sqlCheckToken = call("checktoken", "integer", "text")
 }
 
-// Close closes the store's connections. Subscriptions are closed on their
-// own.
+// Close closes the store's connections and its token feed, whose watches
+// hear nothing more. Subscriptions are closed on their own.
 func (s *Store) Close() error {
 	s.closed.Store(true)
+	s.closeFeed()
 	for {
 		select {
 		case c := <-s.idle:

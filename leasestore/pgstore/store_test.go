@@ -111,7 +111,8 @@ func (h harness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true}
+	return storetest.Abilities{Wipe: true, TokenFeed: true, RegionsAndDeadlines: true, CommonHistoryWords: true,
+		RoundTrips: true}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{sharedPG(t)}) }

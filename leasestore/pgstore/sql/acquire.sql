@@ -96,6 +96,8 @@ BEGIN
     last_holder = p_holder, last_host = p_host, events = j.events + 1,
     region = coalesce(j.region, nullif(p_region, ''))
   WHERE job = p_job;
+  -- Token feeds hear of the grant; waiters do not (nothing was freed).
+  PERFORM @schema@._publish_token('g', v_token, p_job);
   RETURN json_build_object('k', 'ok', 'now', @schema@._us(v_now), 'token', v_token, 'attempt', j.attempts + 1,
     'recovered', v_crash);
 END $$;

@@ -39,6 +39,15 @@ CREATE OR REPLACE FUNCTION @schema@._channel(p_job text) RETURNS text
 LANGUAGE sql IMMUTABLE
 AS $$ SELECT 'leasectl_' || md5(@ns@ || E'\n' || p_job) $$;
 
+-- _publish_token tells the namespace's token feeds (tokenfeed.go) that the
+-- job's token changed: a grant ('g') or the end of a run ('e'), the token,
+-- a space and the job, on the namespace's one token channel, so that a
+-- feed listens once for all its jobs. Like every NOTIFY it is delivered
+-- only if the transaction commits, in commit order.
+CREATE OR REPLACE FUNCTION @schema@._publish_token(p_kind text, p_token bigint, p_job text) RETURNS void
+LANGUAGE sql
+AS $$ SELECT pg_notify('leasectl_tokens_' || md5(@ns@), p_kind || p_token || ' ' || p_job) $$;
+
 -- _quarantine_json describes the job's quarantine.
 CREATE OR REPLACE FUNCTION @schema@._quarantine_json(j @schema@.jobs) RETURNS json
 LANGUAGE sql STABLE AS $$
@@ -49,7 +58,7 @@ $$;
 -- _count_crashes counts the runs of p_jobs as crashes, each exactly once
 -- (docs/semantics.md, Counting a crash): the run deleted, crash count + 1,
 -- a crashed event, quarantine at the run's own threshold (a quarantined
--- event), waiters notified. With p_expired, only runs whose liveness
+-- event), waiters and token feeds notified. With p_expired, only runs whose liveness
 -- expired at p_now count, and those whose evidence expired too are dropped
 -- uncounted (Acquire, Scan); without it, the runs count whatever their
 -- liveness (Release with result crashed). The caller holds the jobs' locks
@@ -100,6 +109,7 @@ BEGIN
       'token', c.token, 'command', c.command, 'started', @schema@._us(c.started), 'stale', @schema@._us(c.live_until),
       'detected', @schema@._us(p_now), 'crashes', c.crashes, 'quarantined', c.quarantine) ORDER BY c.live_until), '[]')
   INTO v_crashes
-  FROM (SELECT c.*, pg_notify(@schema@._channel(c.job), '') FROM crashed c) c;
+  FROM (SELECT c.*, pg_notify(@schema@._channel(c.job), ''), @schema@._publish_token('e', c.token, c.job)
+    FROM crashed c) c;
   RETURN v_crashes;
 END $$;

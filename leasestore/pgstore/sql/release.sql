@@ -40,5 +40,6 @@ BEGIN
   DELETE FROM @schema@.history WHERE job = p_job AND seq <= j.events + 1 - @history@;
   DELETE FROM @schema@.runs WHERE job = p_job;
   PERFORM pg_notify(@schema@._channel(p_job), '');
+  PERFORM @schema@._publish_token('e', r.token, p_job);
   RETURN 'true';
 END $$;
