@@ -52,6 +52,13 @@ type Store struct {
 	mu      sync.Mutex
 	held    map[string]heldRun   // job → the run this client acquired last
 	written map[string]*jobState // job → what this client's Acquire wrote
+
+	// The token feed (tokenfeed.go). feedMu is held while a watch's fn
+	// runs, so that fns run one at a time and none after its Close.
+	feedMu       sync.Mutex
+	feedClosed   bool
+	tokenWatches map[*tokenWatch]struct{}
+	feedProgress chan struct{} // closed at the next delivery; nil: nobody waits
 }
 
 // heldRun is what Renew needs of a run this client acquired: the etcd
@@ -72,9 +79,10 @@ var (
 // seconds.
 func (s *Store) TTLRange() (min, max time.Duration) { return minTTL, maxTTL }
 
-// Close closes the idle connections; watches close with their
-// subscriptions.
+// Close stops the token watches and closes the idle connections;
+// Subscribe's watches close with their subscriptions.
 func (s *Store) Close() error {
+	s.closeTokenWatches()
 	s.c.close()
 	return nil
 }
