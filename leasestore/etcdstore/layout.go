@@ -90,6 +90,10 @@ type record struct {
 	// no key, that expire --ttl and --evidence-ttl after its last run.
 	LiveLease     int64 `json:"live_lease,omitempty"`
 	EvidenceLease int64 `json:"evidence_lease,omitempty"`
+	// Abandoned is the last holder that gave up on its grant (RecordLate
+	// with Token 0): Acquire refuses it. A leasectl older than RecordLate
+	// on etcd drops it when it rewrites the record.
+	Abandoned string `json:"abandoned,omitempty"`
 }
 
 // event appends e at now to the history, dropping the oldest beyond

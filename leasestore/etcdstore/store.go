@@ -52,6 +52,13 @@ type Store struct {
 	mu      sync.Mutex
 	held    map[string]heldRun   // job → the run this client acquired last
 	written map[string]*jobState // job → what this client's Acquire wrote
+
+	// The token feed (tokenfeed.go). feedMu is held while a watch's fn
+	// runs, so that fns run one at a time and none after its Close.
+	feedMu       sync.Mutex
+	feedClosed   bool
+	tokenWatches map[*tokenWatch]struct{}
+	feedProgress chan struct{} // closed at the next delivery; nil: nobody waits
 }
 
 // heldRun is what Renew needs of a run this client acquired: the etcd
@@ -63,8 +70,9 @@ type heldRun struct {
 }
 
 var (
-	_ leasestore.Store      = (*Store)(nil)
-	_ leasestore.TTLLimiter = (*Store)(nil)
+	_ leasestore.Store        = (*Store)(nil)
+	_ leasestore.TTLLimiter   = (*Store)(nil)
+	_ leasestore.LateRecorder = (*Store)(nil)
 )
 
 // TTLRange returns the lease TTLs the store honours: from etcd's default
@@ -72,9 +80,10 @@ var (
 // seconds.
 func (s *Store) TTLRange() (min, max time.Duration) { return minTTL, maxTTL }
 
-// Close closes the idle connections; watches close with their
-// subscriptions.
+// Close stops the token watches and closes the idle connections;
+// Subscribe's watches close with their subscriptions.
 func (s *Store) Close() error {
+	s.closeTokenWatches()
 	s.c.close()
 	return nil
 }
@@ -233,6 +242,11 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	}()
 	for range maxConflicts {
 		at := now()
+		if st.rec.Abandoned != "" && st.rec.Abandoned == req.Holder {
+			// Its holder gave up on it (RecordLate with Token 0): a request
+			// arriving now would grant a lease nobody runs.
+			return nil, leasestore.ErrLeaseLost
+		}
 		if st.live != nil && st.evd != nil && st.evd.Holder == req.Holder && st.evd.Token == st.liveToken {
 			// Asked again by the holder of the live lease: the same lease,
 			// renewed as Renew would.
@@ -672,37 +686,44 @@ func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore
 		if st.evd == nil || st.evd.Token != l.Token {
 			return nil, leasestore.ErrLeaseLost
 		}
-		at := now()
-		r, ev := st.rec, st.evd
-		r.LastOutcome = &leasestore.LastOutcome{Outcome: out, Worker: l.Holder, Token: l.Token, FinishedAt: at}
-		ops := []requestOp{del(s.key(kindEvidence, l.Job))}
-		if st.live != nil {
-			ops = append(ops, del(s.key(kindLive, l.Job)))
-		}
-		switch out.Result {
-		case leasestore.ResultCrashed:
-			_, q, err := s.countCrash(st, at, out.Detail())
-			if err != nil {
-				return nil, err
-			}
-			ops = append(ops, q...)
-		case leasestore.ResultCompleted:
-			r.Crashes, r.LastSuccess = 0, at
-			fallthrough
-		default:
-			r.event(at, leasestore.Event{Kind: leasestore.EventReleased, Worker: ev.Holder, Token: l.Token, Detail: out.Detail()})
-		}
-		rec, err := s.putRecord(st)
-		if err != nil {
-			return nil, err
-		}
-		return append(ops, rec), nil
+		return s.release(st, l.Holder, out)
 	})
 	if err != nil {
 		return asUnavailable("release", err)
 	}
 	s.forget(l.Job)
 	return nil
+}
+
+// release is the writes that end the run whose evidence st holds with
+// outcome out, reported by holder: liveness and evidence deleted, the
+// record updated. It updates st.rec.
+func (s *Store) release(st *jobState, holder string, out leasestore.Outcome) ([]requestOp, error) {
+	at := now()
+	r, ev := st.rec, st.evd
+	r.LastOutcome = &leasestore.LastOutcome{Outcome: out, Worker: holder, Token: ev.Token, FinishedAt: at}
+	ops := []requestOp{del(s.key(kindEvidence, st.job))}
+	if st.live != nil {
+		ops = append(ops, del(s.key(kindLive, st.job)))
+	}
+	switch out.Result {
+	case leasestore.ResultCrashed:
+		_, q, err := s.countCrash(st, at, out.Detail())
+		if err != nil {
+			return nil, err
+		}
+		ops = append(ops, q...)
+	case leasestore.ResultCompleted:
+		r.Crashes, r.LastSuccess = 0, at
+		fallthrough
+	default:
+		r.event(at, leasestore.Event{Kind: leasestore.EventReleased, Worker: ev.Holder, Token: ev.Token, Detail: out.Detail()})
+	}
+	rec, err := s.putRecord(st)
+	if err != nil {
+		return nil, err
+	}
+	return append(ops, rec), nil
 }
 
 // asUnavailable wraps an encoding failure of decide as unavailable; store

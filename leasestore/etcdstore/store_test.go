@@ -84,7 +84,7 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, MinTTL: minTTL, CommonHistoryWords: true, RegionsAndDeadlines: true, RoundTrips: true}
+	return storetest.Abilities{Wipe: true, TokenFeed: true, MinTTL: minTTL, CommonHistoryWords: true, RegionsAndDeadlines: true, RoundTrips: true}
 }
 
 func TestConformance(t *testing.T) {
@@ -466,5 +466,78 @@ func TestEtcdSubscriptionSurvivesRestarts(t *testing.T) {
 	case <-closed:
 	case <-time.After(storetest.HangGuard):
 		t.Fatal("Close hangs")
+	}
+}
+
+// A member that restarts breaks every token watch's stream: each watch
+// reports itself lost, reads the job again and follows it from that read,
+// and the heartbeat fails while it cannot show that changes arrived.
+func TestEtcdTokenFeedSurvivesRestarts(t *testing.T) {
+	c, err := etcdtest.Start(etcdtest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop() })
+	watcher, holder := openEtcd(t, c.URL(), "ns"), openEtcd(t, c.URL(), "ns")
+	log := storetest.Watch(t, watcher, "job")
+	first := storetest.Acquire(t, holder, storetest.Request("job", "w1", storetest.LongTTL))
+	log.Await(t, "of the first grant", storetest.IsState(first.Token, true))
+
+	if err := c.Members[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	log.Await(t, "lost", func(st leasestore.TokenState) bool { return st.Lost })
+	err = watcher.SyncTokens(call(t, 500*time.Millisecond))
+	if !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Fatalf("SyncTokens with the member down = %v, want ErrUnavailable", err)
+	}
+	if err := c.Members[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	storetest.Release(t, holder, first, leasestore.ResultCompleted)
+	second := storetest.Acquire(t, holder, storetest.Request("job", "w2", storetest.LongTTL))
+	deadline := time.Now().Add(storetest.HangGuard)
+	for watcher.SyncTokens(call(t, time.Second)) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("SyncTokens still fails %s after the restart", storetest.HangGuard)
+		}
+	}
+	if st, _ := log.Last(); !storetest.IsState(second.Token, true)(st) {
+		t.Fatalf("after the restart and a heartbeat the newest state is %+v, want the grant of %d", st, second.Token)
+	}
+	states := log.States()
+	lost := slices.IndexFunc(states, func(st leasestore.TokenState) bool { return st.Lost })
+	if read := slices.IndexFunc(states[lost:], func(st leasestore.TokenState) bool { return st.Read }); read < 0 {
+		t.Errorf("no read state after the watch was lost: %+v", states)
+	}
+}
+
+// A record whose history no longer holds an event of its last token's run
+// (twenty operator quarantines since the grant) says nothing of whether
+// that run ended: the watch reads the job's keys instead.
+func TestEtcdTokenFeedReadsWhenTheHistoryForgotTheRun(t *testing.T) {
+	c := sharedEtcd(t)
+	ns := freshNamespace()
+	watcher, holder := openEtcd(t, c.URL(), ns), openEtcd(t, c.URL(), ns)
+	log := storetest.Watch(t, watcher, "job")
+	l := storetest.Acquire(t, holder, storetest.Request("job", "w1", storetest.LongTTL))
+	for i := range leasestore.HistoryLimit / 2 {
+		note := leasestore.Note{By: "alice", Reason: fmt.Sprint(i)}
+		if err := holder.Quarantine(t.Context(), "job", note); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.ReleaseQuarantine(t.Context(), "job", note); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := watcher.SyncTokens(call(t, storetest.HangGuard)); err != nil {
+		t.Fatalf("SyncTokens: %v", err)
+	}
+	st, _ := log.Last()
+	if !storetest.IsState(l.Token, true)(st) {
+		t.Fatalf("newest state %+v, want token %d live", st, l.Token)
+	}
+	if !st.Read {
+		t.Errorf("newest state %+v, want a read: the history no longer holds the grant", st)
 	}
 }

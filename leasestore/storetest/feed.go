@@ -128,7 +128,10 @@ func testTokenFeed(t *testing.T, h fixture) {
 		Release(t, holder, l, leasestore.ResultCompleted)
 		log.Await(t, fmt.Sprintf("of the release of %d", l.Token), IsState(l.Token, false))
 
-		crashed := CrashRun(t, holder, "job", "b", 10)
+		// h.crashRun, not CrashRun: it waits until the store reports the
+		// lease expired, which takes its MinTTL (etcd: 2 s) at least,
+		// before Scan can count the crash.
+		crashed := h.crashRun(t, holder, "job", "b", 10)
 		log.Await(t, fmt.Sprintf("of the grant of %d", crashed.Token), IsState(crashed.Token, true))
 		if _, err := holder.Scan(Ctx(t)); err != nil {
 			t.Fatalf("Scan: %v", err)
