@@ -47,6 +47,7 @@ type tokenWatch struct {
 	// Guarded by s.feedMu.
 	closed    bool
 	lost      bool                  // interrupted, and not read again since
+	broke     error                 // why the stream last broke, for SyncTokens's error
 	last      leasestore.TokenState // what fn was last called with
 	exists    bool                  // the record existed in the last state delivered
 	delivered int64                 // the revision fn has seen every change up to
@@ -171,8 +172,7 @@ func (w *tokenWatch) run(ctx context.Context, stream *tokenStream) {
 		if ctx.Err() != nil {
 			return
 		}
-		_ = err // why it broke does not change what follows: a fresh read
-		w.deliverLost()
+		w.deliverLost(err)
 		if stream = w.reopen(ctx); stream == nil {
 			return
 		}
@@ -297,11 +297,14 @@ func (w *tokenWatch) deliver(st leasestore.TokenState, rev int64, exists bool) {
 // that is a write after the run's liveness expired (a lease-lost event, an
 // operator's quarantine), which the read before it judged better.
 func (w *tokenWatch) deliverLocked(st leasestore.TokenState, rev int64, exists bool) {
-	if w.closed {
+	// A read at a later revision can overtake events still in the stream
+	// (changed reads the job when the history forgot its run): an event
+	// older than what fn already has would undo that read.
+	if w.closed || rev < w.delivered {
 		return
 	}
 	last := w.last
-	w.delivered, w.exists = max(w.delivered, rev), exists
+	w.delivered, w.exists = rev, exists
 	defer w.s.progressed()
 	if !st.Read && !w.lost && st.Token == last.Token && (st.Live == last.Live || st.Live && !last.Live) {
 		return
@@ -310,14 +313,15 @@ func (w *tokenWatch) deliverLocked(st leasestore.TokenState, rev int64, exists b
 	w.fn(st)
 }
 
-// deliverLost tells fn that changes may have been missed.
-func (w *tokenWatch) deliverLost() {
+// deliverLost tells fn that changes may have been missed, because the
+// stream broke with err.
+func (w *tokenWatch) deliverLost(err error) {
 	w.s.feedMu.Lock()
 	defer w.s.feedMu.Unlock()
 	if w.closed {
 		return
 	}
-	w.lost = true
+	w.lost, w.broke = true, err
 	w.last = leasestore.TokenState{Job: w.job, Lost: true}
 	w.fn(w.last)
 }
@@ -398,6 +402,7 @@ func (s *Store) SyncTokens(ctx context.Context) error {
 	for {
 		s.feedMu.Lock()
 		behind := 0
+		var broke error
 		for w := range s.tokenWatches {
 			rev, known := revs[w.job], jobs[w.job]
 			if !known {
@@ -405,6 +410,9 @@ func (s *Store) SyncTokens(ctx context.Context) error {
 			}
 			if w.lost || rev == 0 && w.exists || rev > w.delivered {
 				behind++
+				if w.lost && broke == nil {
+					broke = w.broke
+				}
 			}
 		}
 		if behind == 0 {
@@ -419,7 +427,11 @@ func (s *Store) SyncTokens(ctx context.Context) error {
 		select {
 		case <-wait:
 		case <-ctx.Done():
-			return s.unavailable("sync tokens", fmt.Errorf("%d watches have not delivered the changes made before the heartbeat: %w", behind, ctx.Err()))
+			err := fmt.Errorf("%d watches have not delivered the changes made before the heartbeat: %w", behind, ctx.Err())
+			if broke != nil {
+				err = fmt.Errorf("%w (a watch stream broke: %v)", err, broke)
+			}
+			return s.unavailable("sync tokens", err)
 		}
 	}
 }

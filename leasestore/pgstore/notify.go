@@ -150,18 +150,11 @@ func (l *listener) connect(ctx context.Context) (*pgconn.PgConn, error) {
 // connection is lost.
 func (l *listener) run(ctx context.Context, conn *pgconn.PgConn) {
 	defer close(l.done)
-	first := true
-	for {
+	for first := true; ; first = false {
 		if l.up != nil {
 			l.up(first)
 		}
-		first = false
-		// The OnNotification callback delivers every notification, also
-		// those read while waiting here.
-		err := conn.WaitForNotification(ctx)
-		if err == nil {
-			continue
-		}
+		err := waitNotifications(ctx, conn)
 		closeConn(conn)
 		if ctx.Err() != nil {
 			return
@@ -171,6 +164,17 @@ func (l *listener) run(ctx context.Context, conn *pgconn.PgConn) {
 		}
 		if conn = l.reconnect(ctx); conn == nil {
 			return
+		}
+	}
+}
+
+// waitNotifications waits for notifications on conn until it fails or ctx ends, and
+// returns why. The OnNotification callback delivers every notification,
+// also those read while waiting here.
+func waitNotifications(ctx context.Context, conn *pgconn.PgConn) error {
+	for {
+		if err := conn.WaitForNotification(ctx); err != nil {
+			return err
 		}
 	}
 }
