@@ -155,6 +155,8 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	}
 	now := usTime(a.Now)
 	switch a.Kind {
+	case "gaveup":
+		return nil, fmt.Errorf("acquire job %q: worker %s gave up on it: %w", req.Job, req.Holder, leasestore.ErrLeaseLost)
 	case "ok":
 		l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: a.Token, Attempt: a.Attempt, TTL: req.TTL, GrantedAt: now}
 		if a.Recovered != nil {
