@@ -49,11 +49,15 @@ type Store struct {
 	feed   *tokenFeed
 
 	// The statement of each operation.
-	sqlAcquire, sqlRenew, sqlRelease, sqlScan, sqlQuarantine, sqlUnquarantine string
-	sqlStatus, sqlLeases, sqlQuarantined, sqlCounts, sqlCheckToken            string
+	sqlAcquire, sqlRenew, sqlRelease, sqlRecordLate, sqlScan, sqlQuarantine string
+	sqlUnquarantine, sqlStatus, sqlLeases, sqlQuarantined, sqlCounts        string
+	sqlCheckToken                                                           string
 }
 
-var _ leasestore.Store = (*Store)(nil)
+var (
+	_ leasestore.Store        = (*Store)(nil)
+	_ leasestore.LateRecorder = (*Store)(nil)
+)
 
 // prepareStatements writes the statement of each operation: a call of its
 // function in the namespace's schema, every argument cast to the
@@ -70,6 +74,8 @@ func (s *Store) prepareStatements() {
 		"text", "bigint")
 	s.sqlRenew = call("renew", "integer", "text", "text", "bigint", "bigint", "bigint")
 	s.sqlRelease = call("release", "integer", "text", "bigint", "text", "integer", "integer", "bigint", "text", "text")
+	s.sqlRecordLate = call("recordlate", "integer", "text", "text", "bigint", "text", "integer", "integer", "bigint", "text",
+		"text")
 	s.sqlScan = call("scan", "integer", "integer")
 	s.sqlQuarantine = call("quarantine", "integer", "text", "text", "text")
 	s.sqlUnquarantine = call("unquarantine", "integer", "text", "text", "text")
