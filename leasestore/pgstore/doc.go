@@ -49,12 +49,23 @@
 // one statement (sql/lib.sql, _count_crashes), through the index on the
 // liveness expiry, so a scan's cost follows the crashed runs.
 //
-// Waiters are woken by LISTEN/NOTIFY: release, a counted crash and
-// unquarantine notify the job's channel when they commit. A subscription
+// Waiters are woken by LISTEN/NOTIFY: release, a counted crash,
+// unquarantine and a late outcome that releases a run or lifts a
+// quarantine notify the job's channel when they commit. A subscription
 // is a connection of its own; when it is lost, it reconnects and wakes its
 // waiter once, since what was sent meanwhile is lost. Behind PgBouncer in
 // transaction pooling, LISTEN does not work and waiters wake at the
 // holder's expiry, as the supervisor always also does.
+//
+// # Late outcomes
+//
+// The Store is a leasestore.LateRecorder. RecordLate is one call of
+// sql/recordlate.sql: a release while the run's evidence is there;
+// otherwise leasestore.CorrectLate's walk of the job's history, in
+// plpgsql, under the job's row lock, so that it neither holds that lock
+// across client round trips nor retries a guarded write. The last holder
+// that gave up on its grant (Token 0) is kept in jobs.gave_up, and acquire
+// refuses it.
 //
 // # Token feed
 //

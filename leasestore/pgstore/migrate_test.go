@@ -159,6 +159,18 @@ func TestMigrationFromVersion1(t *testing.T) {
 		if err := s.ReleaseQuarantine(storetest.Ctx(t), "crashy", leasestore.Note{By: "alice", Reason: "fixed"}); err != nil {
 			t.Errorf("ReleaseQuarantine of the job version 1 quarantined: %v", err)
 		}
+
+		// The ghost whose crash version 1 counted gives up on its grant
+		// late: the operator's release ended that crash's streak, so
+		// nothing is withdrawn, and its acquire is refused from now on.
+		gaveUp := leasestore.LateOutcome{Job: "crashy", Holder: "ghost", Outcome: storetest.Outcome(leasestore.ResultNotStarted)}
+		if c, err := s.RecordLate(storetest.Ctx(t), gaveUp); err != nil || c.Released || c.CrashWithdrawn || c.Crashes != 0 {
+			t.Errorf("RecordLate of version 1's ghost = %+v, %v; want nothing withdrawn, 0 crashes", c, err)
+		}
+		if _, err := s.Acquire(storetest.Ctx(t), storetest.Request("crashy", "ghost", storetest.LongTTL)); !errors.Is(err, leasestore.ErrLeaseLost) {
+			t.Errorf("Acquire by the ghost that gave up = %v, want ErrLeaseLost", err)
+		}
+		storetest.Acquire(t, s, storetest.Request("crashy", "w-next", storetest.LongTTL))
 	}
 
 	t.Run("leasectl store migrate", func(t *testing.T) {

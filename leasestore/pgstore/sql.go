@@ -28,6 +28,8 @@ var (
 	renewSQL string
 	//go:embed sql/release.sql
 	releaseSQL string
+	//go:embed sql/recordlate.sql
+	recordLateSQL string
 	//go:embed sql/scan.sql
 	scanSQL string
 	//go:embed sql/quarantine.sql
@@ -49,7 +51,8 @@ var (
 // schemaVersion is the version of the schema this leasectl works with.
 // Every function checks it (SQLSTATE LC001 when it differs), so that a
 // client never runs against tables it does not know. Version 2 added
-// regions and round trips (sql/tables_v2.sql).
+// regions, round trips and the holder that gave up on its grant
+// (sql/tables_v2.sql).
 const schemaVersion = 2
 
 // tableSteps are the SQL that takes the tables from one version to the
@@ -62,7 +65,7 @@ func tableSteps() []string { return []string{tablesV1SQL, tablesV2SQL} }
 // migration replaces them all (CREATE OR REPLACE), after the table steps.
 func functions() []string {
 	return []string{
-		libSQL, acquireSQL, renewSQL, releaseSQL, scanSQL, quarantineSQL, unquarantineSQL,
+		libSQL, acquireSQL, renewSQL, releaseSQL, recordLateSQL, scanSQL, quarantineSQL, unquarantineSQL,
 		statusSQL, leasesSQL, quarantinedSQL, countsSQL, checkTokenSQL,
 	}
 }

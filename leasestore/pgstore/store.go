@@ -49,11 +49,15 @@ type Store struct {
 	feed   *tokenFeed
 
 	// The statement of each operation.
-	sqlAcquire, sqlRenew, sqlRelease, sqlScan, sqlQuarantine, sqlUnquarantine string
-	sqlStatus, sqlLeases, sqlQuarantined, sqlCounts, sqlCheckToken            string
+	sqlAcquire, sqlRenew, sqlRelease, sqlRecordLate, sqlScan, sqlQuarantine string
+	sqlUnquarantine, sqlStatus, sqlLeases, sqlQuarantined, sqlCounts        string
+	sqlCheckToken                                                           string
 }
 
-var _ leasestore.Store = (*Store)(nil)
+var (
+	_ leasestore.Store        = (*Store)(nil)
+	_ leasestore.LateRecorder = (*Store)(nil)
+)
 
 // prepareStatements writes the statement of each operation: a call of its
 // function in the namespace's schema, every argument cast to the
@@ -70,6 +74,8 @@ func (s *Store) prepareStatements() {
 		"text", "bigint")
 	s.sqlRenew = call("renew", "integer", "text", "text", "bigint", "bigint", "bigint")
 	s.sqlRelease = call("release", "integer", "text", "bigint", "text", "integer", "integer", "bigint", "text", "text")
+	s.sqlRecordLate = call("recordlate", "integer", "text", "text", "bigint", "text", "integer", "integer", "bigint", "text",
+		"text")
 	s.sqlScan = call("scan", "integer", "integer")
 	s.sqlQuarantine = call("quarantine", "integer", "text", "text", "text")
 	s.sqlUnquarantine = call("unquarantine", "integer", "text", "text", "text")
@@ -155,6 +161,8 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	}
 	now := usTime(a.Now)
 	switch a.Kind {
+	case "gaveup":
+		return nil, fmt.Errorf("acquire job %q: worker %s gave up on it: %w", req.Job, req.Holder, leasestore.ErrLeaseLost)
 	case "ok":
 		l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: a.Token, Attempt: a.Attempt, TTL: req.TTL, GrantedAt: now}
 		if a.Recovered != nil {

@@ -4,6 +4,7 @@
 --   evidence ttl (µs), max crashes, min interval (µs, 0: off), region
 --   ('': none), deadline (µs, 0: none).
 -- Returns a JSON object; by "k":
+--   gaveup      now (the holder gave up on its grant: recordlate.sql)
 --   ok          now, token, attempt, recovered (the crash counted, or null)
 --   held        now, holder, host, pid, token, since, expires
 --   quarantined now, q (the quarantine)
@@ -34,6 +35,12 @@ BEGIN
   v_now := clock_timestamp();
   SELECT * INTO r FROM @schema@.runs WHERE job = p_job;
   v_has_run := FOUND;
+
+  -- The holder gave up on its grant (recordlate with token 0): its request,
+  -- arriving now, would grant a lease nobody runs.
+  IF j.gave_up = p_holder THEN
+    RETURN json_build_object('k', 'gaveup', 'now', @schema@._us(v_now));
+  END IF;
 
   -- Asked again by the holder of the live lease (its first answer was
   -- lost): the same lease, renewed as renew does. Nothing else changes.

@@ -1,12 +1,16 @@
--- Migration from schema version 1 to 2: seed 002's regions and the
--- holders' renewal round trips (docs/semantics.md, Acquire and Renew).
--- Placeholders: @schema@ (the namespace's schema, quoted). Both columns
--- are added with a constant default, which PostgreSQL records without
--- rewriting the tables.
+-- Migration from schema version 1 to 2: seed 002's regions, the holders'
+-- renewal round trips and the holder that gave up on its grant
+-- (docs/semantics.md, Acquire, Renew and RecordLate). Placeholders:
+-- @schema@ (the namespace's schema, quoted). Every column is added with a
+-- constant default, which PostgreSQL records without rewriting the tables.
 
 -- region: the job's region, recorded by its first grant that names one;
 -- NULL: none recorded, and any region may take the job.
 ALTER TABLE @schema@.jobs ADD COLUMN region text;
+
+-- gave_up: the last holder that gave up on its grant (recordlate with
+-- token 0), whose acquire arriving later is refused; NULL: none.
+ALTER TABLE @schema@.jobs ADD COLUMN gave_up text;
 
 -- rtt_us: the round trip of the holder's last renewal as it reported it,
 -- in µs; 0: none yet. A new grant is a new row, so it starts without one.
