@@ -51,13 +51,6 @@ func (b *bench) etcdFigures() error {
 // etcdStoreURL is the bench etcd's store URL.
 func (b *bench) etcdStoreURL() string { return "etcd://" + strings.TrimPrefix(b.etcdURL, "http://") }
 
-// leasectlEtcd is a leasectl command against the bench's etcd.
-func (b *bench) leasectlEtcd(args ...string) *exec.Cmd {
-	cmd := b.leasectlCmd(false, args...)
-	cmd.Env = append(cmd.Env, "LEASECTL_STORE="+b.etcdStoreURL())
-	return cmd
-}
-
 // etcdStartup times `leasectl run -- true` on etcd against `etcdctl lock j
 // -- true` and `flock -n`, interleaved.
 func (b *bench) etcdStartup() error {
@@ -65,7 +58,7 @@ func (b *bench) etcdStartup() error {
 	cmds := []starter{
 		{"flock", func() *exec.Cmd { return exec.Command("flock", "-n", lockFile, "true") }},
 		{"etcd_lock", func() *exec.Cmd { return b.etcdctl("lock", "j", "--", "true") }},
-		{"run_etcd", func() *exec.Cmd { return b.leasectlEtcd("run", "--job", "j", "--", "true") }},
+		{"run_etcd", func() *exec.Cmd { return b.leasectlAt(b.etcdStoreURL(), "run", "--job", "j", "--", "true") }},
 	}
 	samples := map[string][]float64{}
 	for round := range warmupRounds + startupRounds {
@@ -94,10 +87,10 @@ func (b *bench) etcdHandoffs() error {
 		{
 			name: "leasectl",
 			holder: func(job, file string) *exec.Cmd {
-				return b.leasectlEtcd("run", "--job", job, "--", b.stamp, "hold", file)
+				return b.leasectlAt(b.etcdStoreURL(), "run", "--job", job, "--", b.stamp, "hold", file)
 			},
 			waiter: func(job, file string) *exec.Cmd {
-				return b.leasectlEtcd("--log-level", "debug", "run", "--job", job, "--wait", "--", b.stamp, "start", file)
+				return b.leasectlAt(b.etcdStoreURL(), "--log-level", "debug", "run", "--job", job, "--wait", "--", b.stamp, "start", file)
 			},
 			waiting: (*proc).awaitWaiting,
 		},
@@ -207,11 +200,8 @@ func (b *bench) etcdScan() error {
 		return err
 	}
 	defer s.Close()
-	seedEtcd := func(n int, do func(s leasestore.Store, i int) error) error {
-		return seed(ctx, b.etcdStoreURL(), "scan", n, do)
-	}
 	seeded := time.Now()
-	err = seedEtcd(scanLive, func(s leasestore.Store, i int) error {
+	err = seed(ctx, b.etcdStoreURL(), "scan", scanLive, func(s leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(fmt.Sprintf("live-%06d", i), time.Hour, 3))
 		return err
 	})
@@ -228,7 +218,7 @@ func (b *bench) etcdScan() error {
 	cold := ms(time.Since(start))
 	var rounds []float64
 	for range scanRounds {
-		err := seedEtcd(scanCrashed, func(s leasestore.Store, i int) error {
+		err := seed(ctx, b.etcdStoreURL(), "scan", scanCrashed, func(s leasestore.Store, i int) error {
 			_, err := s.Acquire(ctx, request(fmt.Sprintf("crash-%04d", i), etcdCrashTTL, math.MaxInt32))
 			return err
 		})

@@ -207,8 +207,8 @@ func (b *bench) repeat(n int, once func() (float64, error)) ([]float64, error) {
 }
 
 // failoverOnce starts a holder and a waiter on one job of st, SIGKILLs the
-// holder's supervisor at a random point within killWithin (the TTL: right
-// after a renewal is the worst case, a full TTL), and returns the time
+// holder's supervisor at a random point within killWithin (a TTL, right
+// after a renewal being the worst case, or on etcd a heartbeat), and returns the time
 // from the kill to the waiter's child's start.
 func (b *bench) failoverOnce(st faultStore, killWithin time.Duration) (float64, error) {
 	job := "failover-" + strconv.Itoa(b.next())

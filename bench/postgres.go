@@ -51,14 +51,6 @@ type pgBench struct {
 	socketURL string // Unix socket, no password
 }
 
-// cmd is a leasectl command against the PostgreSQL at storeURL, in the
-// bench's namespace.
-func (p *pgBench) cmd(storeURL string, args ...string) *exec.Cmd {
-	cmd := p.leasectlCmd(false, args...)
-	cmd.Env = append(cmd.Env, "LEASECTL_STORE="+storeURL)
-	return cmd
-}
-
 // init sums the package init of `leasectl version` that the PostgreSQL
 // driver brings (pgx's packages and what only they import), from
 // GODEBUG=inittrace=1, median of startupRounds runs.
@@ -108,13 +100,13 @@ func pgxPackage(pkg string) bool {
 // startup times `leasectl run --job j -- true` on PostgreSQL (TCP with a
 // SCRAM password, and the Unix socket) and on Redis, interleaved.
 func (p *pgBench) startup() error {
-	if out, err := p.cmd(p.url, "store", "migrate").CombinedOutput(); err != nil {
+	if out, err := p.leasectlAt(p.url, "store", "migrate").CombinedOutput(); err != nil {
 		return fmt.Errorf("store migrate: %v: %s", err, out)
 	}
 	cmds := []starter{
 		{"run_redis", func() *exec.Cmd { return p.leasectlCmd(true, "run", "--job", "j", "--", "true") }},
-		{"run_postgres", func() *exec.Cmd { return p.cmd(p.url, "run", "--job", "j", "--", "true") }},
-		{"run_postgres_socket", func() *exec.Cmd { return p.cmd(p.socketURL, "run", "--job", "j", "--", "true") }},
+		{"run_postgres", func() *exec.Cmd { return p.leasectlAt(p.url, "run", "--job", "j", "--", "true") }},
+		{"run_postgres_socket", func() *exec.Cmd { return p.leasectlAt(p.socketURL, "run", "--job", "j", "--", "true") }},
 	}
 	bouncer, err := p.srv.StartPgBouncer()
 	switch {
@@ -124,7 +116,7 @@ func (p *pgBench) startup() error {
 		return err
 	default:
 		defer bouncer.Stop()
-		cmds = append(cmds, starter{"run_postgres_pgbouncer", func() *exec.Cmd { return p.cmd(bouncer.URL, "run", "--job", "j", "--", "true") }})
+		cmds = append(cmds, starter{"run_postgres_pgbouncer", func() *exec.Cmd { return p.leasectlAt(bouncer.URL, "run", "--job", "j", "--", "true") }})
 	}
 	samples := map[string][]float64{}
 	for round := range warmupRounds + startupRounds {
@@ -158,10 +150,10 @@ func (p *pgBench) handoff() error {
 	c := handoffCase{
 		name: "handoff_postgres",
 		holder: func(job, file string) *exec.Cmd {
-			return p.cmd(p.url, "run", "--job", job, "--", p.stamp, "hold", file)
+			return p.leasectlAt(p.url, "run", "--job", job, "--", p.stamp, "hold", file)
 		},
 		waiter: func(job, file string) *exec.Cmd {
-			return p.cmd(p.url, "--log-level", "debug", "run", "--job", job, "--wait", "--", p.stamp, "start", file)
+			return p.leasectlAt(p.url, "--log-level", "debug", "run", "--job", job, "--wait", "--", p.stamp, "start", file)
 		},
 		waiting: (*proc).awaitWaiting,
 	}

@@ -86,7 +86,6 @@ type harness struct {
 
 	mu        sync.Mutex
 	live      map[*exec.Cmd]bool
-	logOf     map[*exec.Cmd]string // each run's log file
 	workerIDs map[*exec.Cmd]string // each run's --worker-id
 	workers   int                  // worker IDs handed out
 	holder    *current             // the supervisor whose child announced itself last
@@ -129,7 +128,7 @@ func newHarness(t *testing.T, job, url string) *harness {
 	return &harness{
 		t: t, url: url, timing: timing{ttl, heartbeat, safety}, job: job,
 		records: t.TempDir(), logs: t.TempDir(), state: t.TempDir(),
-		live: map[*exec.Cmd]bool{}, logOf: map[*exec.Cmd]string{}, workerIDs: map[*exec.Cmd]string{}, exits: map[int]int{}, exitOf: map[string]int{}, faults: map[string]int{},
+		live: map[*exec.Cmd]bool{}, workerIDs: map[*exec.Cmd]string{}, exits: map[int]int{}, exitOf: map[string]int{}, faults: map[string]int{},
 		enough: make(chan struct{}),
 	}
 }
@@ -183,9 +182,6 @@ func (h *harness) start(cmd *exec.Cmd, onStarted func(pid int)) (<-chan struct{}
 	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	h.logOf[cmd] = logName
-	h.mu.Unlock()
 	defer logFile.Close()
 	cmd.Stderr = logFile
 	out, err := cmd.StdoutPipe()

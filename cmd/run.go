@@ -116,7 +116,7 @@ executable / not found. A --min-interval skip exits 0.`,
 	fl.IntVar(&opts.ConflictExitCode, "conflict-exit-code", exitHeld, "exit code when the lease is held elsewhere (0: a quiet skip, like flock -E 0)")
 	fl.DurationVar(&c.MinInterval, "min-interval", 0, "skip (exit 0) if the job last succeeded less than this long ago")
 	fl.StringVar(&c.Region, "region", "", "this worker's region: a job first granted in a region is refused to workers of others (exit 78); default: a registry URL's ?region=, else any")
-	fl.Var(timestampFlag{&c.Deadline}, "ttl-deadline", "the job's hard deadline, an RFC 3339 time: past it by the store's clock the job is refused for good (exit 77), also while --wait waits")
+	fl.Var(timestampFlag{&c.Deadline}, "ttl-deadline", "the job's hard deadline, an RFC 3339 time: past it by the store's clock (on etcd, the acquiring host's) the job is refused for good (exit 77), also while --wait waits")
 	_ = cmd.MarkFlagRequired("job")
 	_ = cmd.RegisterFlagCompletionFunc("job", completeJobs(f, true, true))
 	return cmd

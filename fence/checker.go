@@ -62,9 +62,9 @@ const (
 )
 
 // Store is what a Checker needs of a store: leasestore.Store has it, and
-// WriteThrough also needs a leasestore.TokenFeed (the embedded and Redis
-// stores have one, and so does a registry's remote store, httpstore, in
-// front of either).
+// WriteThrough also needs a leasestore.TokenFeed (every store of
+// leasectl's has one, and so does a registry's remote store, httpstore, in
+// front of any of them).
 type Store interface {
 	// CheckToken returns nil when token is job's current token and its run
 	// is live, and a *leasestore.StaleTokenError otherwise.

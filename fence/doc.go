@@ -53,9 +53,9 @@
 // confirmation expires.
 //
 // WriteThrough follows the store's token feed (leasestore.TokenFeed: Redis
-// pub/sub, PostgreSQL LISTEN/NOTIFY, the embedded store's notification
-// files, a registry's token watches in front of any of them) and answers
-// from memory:
+// pub/sub, etcd watches, PostgreSQL LISTEN/NOTIFY, the embedded store's
+// notification files, a registry's token watches in front of any of them)
+// and answers from memory:
 // the newest granted token is accepted while its run has not ended, any
 // token below it refused, a token above it checked with the store (its grant
 // is still on its way). Memory is trusted only while the feed is known to be

@@ -520,7 +520,7 @@ func TestWriteThroughAcrossARegistryRestart(t *testing.T) {
 }
 
 // hiddenFeed is a store whose token feed is hidden: a Store, not a
-// TokenFeed, as etcd's and PostgreSQL's are.
+// TokenFeed, as another program's store behind a registry may be.
 type hiddenFeed struct{ leasestore.Store }
 
 // Through a registry whose store has no token feed, write-through may be

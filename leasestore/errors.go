@@ -91,12 +91,12 @@ func (e *RegionError) Error() string {
 type DeadlineError struct {
 	Job      string
 	Deadline time.Time
-	Now      time.Time // the store's clock
+	Now      time.Time // the store's clock (etcd: the acquiring host's)
 }
 
 // Error says when the deadline passed.
 func (e *DeadlineError) Error() string {
-	return fmt.Sprintf("job %q passed its ttl_deadline %s %s ago (by the store's clock): it is no longer retried",
+	return fmt.Sprintf("job %q passed its ttl_deadline %s %s ago: it is no longer retried",
 		e.Job, e.Deadline.UTC().Format(time.RFC3339), e.Now.Sub(e.Deadline).Round(time.Second))
 }
 

@@ -59,8 +59,9 @@ type Config struct {
 	// refused to workers of others (*leasestore.RegionError). "": any.
 	Region string
 	// Deadline is the job's hard deadline (seed 002's ttl_deadline): past
-	// it by the store's clock, the job is refused for good
-	// (*leasestore.DeadlineError), with --wait too. Zero: none.
+	// it by the store's clock (on etcd, the acquiring host's), the job is
+	// refused for good (*leasestore.DeadlineError), with --wait too. Zero:
+	// none.
 	Deadline time.Time
 
 	// Interactive gives the child the terminal's foreground (stdin is a

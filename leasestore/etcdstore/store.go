@@ -351,9 +351,9 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		}
 		granted = true
 		written, err := parseStates([]string{req.Job}, []responseOp{
-			{Range: &rangeResponse{KVs: []keyValue{{Value: liveOp.Put.Value, ModRevision: rev, Lease: live}}}},
-			{Range: &rangeResponse{KVs: []keyValue{{Value: evOp.Put.Value, ModRevision: rev, Lease: evid}}}},
-			{Range: &rangeResponse{KVs: []keyValue{{Value: rec.Put.Value, ModRevision: rev}}}},
+			answerOf(&keyValue{Value: liveOp.Put.Value, ModRevision: rev, Lease: live}),
+			answerOf(&keyValue{Value: evOp.Put.Value, ModRevision: rev, Lease: evid}),
+			answerOf(&keyValue{Value: rec.Put.Value, ModRevision: rev}),
 		})
 		if err == nil {
 			s.rememberWritten(written[0])

@@ -103,7 +103,6 @@ func TestAuthErrors(t *testing.T) {
 	wantAuthError(t, err, http.StatusForbidden, "role worker", "operator")
 	_, err = reg.Open(t, "leasectl", registrytest.ReaderToken).Acquire(storetest.Ctx(t), req)
 	wantAuthError(t, err, http.StatusForbidden, "role reader", "worker")
-
 }
 
 // A registry's 400 is the caller's input refused, a usage error, not an

@@ -15,8 +15,8 @@ import (
 )
 
 // ErrNoTokenFeed is the cause of WatchTokens' and SyncTokens' errors when
-// the store behind the registry has no token feed (etcd, PostgreSQL): check
-// tokens with CheckToken instead (fence's authoritative or
+// the store behind the registry has no token feed: check tokens with
+// CheckToken instead (fence's authoritative or
 // bounded-staleness pattern; a write-through Checker falls back to it by
 // itself). The errors also match leasestore.ErrUnavailable.
 var ErrNoTokenFeed = errors.New("the store behind the registry has no token feed")
@@ -66,6 +66,9 @@ func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.
 		s.feed.mu.Unlock()
 		cancel()
 		close(w.done)
+		// Made in the registry just now: end it there rather than leave it
+		// to the registry's idle sweep.
+		go s.unwatch(tw.WatchID)
 		return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: errors.New("the store is closed")}
 	}
 	if s.feed.watches == nil {

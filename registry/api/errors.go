@@ -33,7 +33,7 @@ const (
 	CodeQuarantined          = "quarantined"            // 423: the job is quarantined
 	CodeRateLimited          = "rate_limited"           // 429: too many requests from this address
 	CodeInternal             = "internal"               // 500
-	CodeNoTokenFeed          = "token_feed_unsupported" // 501: the store behind the registry has no token feed (etcd, PostgreSQL)
+	CodeNoTokenFeed          = "token_feed_unsupported" // 501: the store behind the registry has no token feed
 	CodeStoreUnavailable     = "store_unavailable"      // 503: the store behind the registry failed; the operation may or may not have happened
 	CodeShuttingDown         = "shutting_down"          // 503: the registry is stopping; try again
 	CodeTooManySubscriptions = "too_many_subscriptions" // 503: the registry holds as many subscriptions as it may
