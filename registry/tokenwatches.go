@@ -12,9 +12,19 @@ import (
 )
 
 // Token watch bounds, as for subscriptions. A watch nobody polls is dropped
-// after tokenWatchIdle, and maxTokenWatches bounds what one registry holds
-// (each is a watch in the store's feed: on Redis a channel of its one
-// pub/sub connection, on the embedded store a watched file).
+// after tokenWatchIdle, and maxTokenWatches bounds what one registry holds:
+// each is a watch in the store's feed, on Redis a channel of its one
+// pub/sub connection, on the embedded store a watched file, on etcd a watch
+// stream from the registry to etcd (and a read of the job's record on
+// every heartbeat), on PostgreSQL a job filtered from its one LISTEN.
+//
+// maxTokenWatchesPerToken bounds what one bearer token holds, so that one
+// reader token (the least role, handed out most widely) cannot take every
+// watch, and load etcd with thousands of streams, alone. A checker following
+// more jobs with one token gets too_many_token_watches (503) for the rest,
+// which it checks against the store instead (write-through falls back by
+// itself): higher lets one token crowd out more, lower makes large
+// checkers ask the store more. Give large checkers tokens of their own.
 //
 // maxTokenStates bounds the states a watch keeps for a client that does not
 // collect them. A job changes twice a run (a grant, an end), and a client
@@ -25,9 +35,10 @@ import (
 // watch sooner, more costs memory (a few dozen bytes a state, for every
 // watch).
 const (
-	tokenWatchIdle  = subscriptionIdle
-	maxTokenWatches = 10_000
-	maxTokenStates  = 64
+	tokenWatchIdle          = subscriptionIdle
+	maxTokenWatches         = 10_000
+	maxTokenWatchesPerToken = 1_000
+	maxTokenStates          = 64
 )
 
 // tokenHub holds the registry's token watches: each is one watch in the
@@ -37,12 +48,14 @@ const (
 // state must be a read made for it after its watch started, which only a
 // watch of its own gives.
 type tokenHub struct {
-	store     leasestore.Store
-	now       func() time.Time
-	maxStates int
+	store       leasestore.Store
+	now         func() time.Time
+	maxStates   int
+	maxPerOwner int // maxTokenWatchesPerToken; lowered by tests
 
 	mu      sync.Mutex
 	watches map[string]*tokenWatch
+	byOwner map[[sha256.Size]byte]int // how many of watches each token holds
 	closed  bool
 }
 
@@ -69,7 +82,7 @@ type tokenWatch struct {
 }
 
 func newTokenHub(store leasestore.Store, now func() time.Time) *tokenHub {
-	return &tokenHub{store: store, now: now, maxStates: maxTokenStates, watches: map[string]*tokenWatch{}}
+	return &tokenHub{store: store, now: now, maxStates: maxTokenStates, maxPerOwner: maxTokenWatchesPerToken, watches: map[string]*tokenWatch{}, byOwner: map[[sha256.Size]byte]int{}}
 }
 
 // noFeed is the error of every token watch operation on a registry whose
@@ -96,8 +109,14 @@ func (h *tokenHub) watch(ctx context.Context, job string, owner [sha256.Size]byt
 		h.mu.Unlock()
 		return nil, nil, api.Errorf(api.CodeTooManyTokenWatches, "the registry holds %d token watches, its limit", maxTokenWatches)
 	}
+	if h.byOwner[owner] >= h.maxPerOwner {
+		h.mu.Unlock()
+		return nil, nil, api.Errorf(api.CodeTooManyTokenWatches,
+			"this token holds %d token watches, the limit for one token; check the other jobs with check-token, or give the checker a token of its own", h.maxPerOwner)
+	}
 	w := &tokenWatch{id: newID(), job: job, owner: owner, max: h.maxStates, changed: make(chan struct{}), seen: h.now()}
 	h.watches[w.id] = w
+	h.byOwner[owner]++
 	h.mu.Unlock()
 
 	sw, err := feed.WatchTokens(ctx, job, w.add)
@@ -287,6 +306,9 @@ func (h *tokenHub) drop(w *tokenWatch) {
 func (h *tokenHub) dropLocked(w *tokenWatch) {
 	if h.watches[w.id] == w {
 		delete(h.watches, w.id)
+		if h.byOwner[w.owner]--; h.byOwner[w.owner] == 0 {
+			delete(h.byOwner, w.owner)
+		}
 	}
 	w.mu.Lock()
 	if !w.gone {

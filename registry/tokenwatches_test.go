@@ -3,6 +3,7 @@ package registry
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,4 +224,23 @@ func holdsPoll(srv *testServer, id string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.waiting > 0
+}
+
+// One token holds at most maxPerOwner token watches: past it, its watch is
+// refused with too_many_token_watches naming the limit, while another
+// token still gets one; a watch dropped makes room again.
+func TestTokenWatchesPerToken(t *testing.T) {
+	srv := newTestServer(t, feedStore(t), nil)
+	srv.watches.maxPerOwner = 2
+	first := watchTokens(t, srv, "a", readerToken)
+	watchTokens(t, srv, "b", readerToken)
+	a := request(t, srv.url, http.MethodPost, api.PathTokenWatches, readerToken, api.TokenWatchRequest{JobID: "c"})
+	if e := a.err(t); e.Code != api.CodeTooManyTokenWatches || !strings.Contains(e.Message, "2 token watches, the limit for one token") || a.header.Get("Retry-After") == "" {
+		t.Errorf("a third watch of one token: %+v, want %s naming the limit of 2", e, api.CodeTooManyTokenWatches)
+	}
+	watchTokens(t, srv, "c", operatorToken)
+	if a := request(t, srv.url, http.MethodDelete, api.PathTokenWatch+first.WatchID, readerToken, nil); a.status != http.StatusNoContent {
+		t.Fatalf("unwatch: %d %s", a.status, a.body)
+	}
+	watchTokens(t, srv, "c", readerToken)
 }
