@@ -100,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		hub:      newHub(cfg.Store, cfg.Now),
-		watches:  newTokenHub(cfg.Store, cfg.Now),
+		watches:  newTokenHub(cfg.Store, cfg.Now, cfg.OpTimeout),
 		idem:     newIdempotency(cfg.Now),
 		limits:   newLimiter(cfg.RateLimit, cfg.Now),
 		metrics:  newMetrics(),

@@ -57,6 +57,21 @@ type tokenHub struct {
 	watches map[string]*tokenWatch
 	byOwner map[[sha256.Size]byte]int // how many of watches each token holds
 	closed  bool
+
+	// The store heartbeat the sync requests share (heartbeat).
+	hbCtx     context.Context // ended by close
+	hbStop    context.CancelFunc
+	hbTimeout time.Duration // bounds one store heartbeat
+	hbMu      sync.Mutex
+	hbRunning *storeHeartbeat // in flight, or nil
+	hbNext    *storeHeartbeat // to start once hbRunning ends, or nil
+}
+
+// storeHeartbeat is one call of the store feed's SyncTokens, shared by the
+// sync requests that wait for it.
+type storeHeartbeat struct {
+	done chan struct{} // closed once err is set
+	err  error
 }
 
 // tokenWatch is one client's watch of one job. Its fn (add) runs in the
@@ -81,8 +96,14 @@ type tokenWatch struct {
 	stopped bool // the store's watch is closed, or is to be once WatchTokens returns
 }
 
-func newTokenHub(store leasestore.Store, now func() time.Time) *tokenHub {
-	return &tokenHub{store: store, now: now, maxStates: maxTokenStates, maxPerOwner: maxTokenWatchesPerToken, watches: map[string]*tokenWatch{}, byOwner: map[[sha256.Size]byte]int{}}
+// newTokenHub returns the token watches of store. opTimeout bounds each
+// store heartbeat: shared by many requests, it runs under a context of the
+// hub's own (ended by close), not any one request's.
+func newTokenHub(store leasestore.Store, now func() time.Time, opTimeout time.Duration) *tokenHub {
+	ctx, stop := context.WithCancel(context.Background())
+	return &tokenHub{store: store, now: now, maxStates: maxTokenStates, maxPerOwner: maxTokenWatchesPerToken,
+		watches: map[string]*tokenWatch{}, byOwner: map[[sha256.Size]byte]int{},
+		hbCtx: ctx, hbStop: stop, hbTimeout: opTimeout}
 }
 
 // noFeed is the error of every token watch operation on a registry whose
@@ -260,7 +281,8 @@ func (h *tokenHub) poll(ctx context.Context, w *tokenWatch, after int64, timeout
 	}
 }
 
-// sync runs the store feed's heartbeat, then returns the seq each of ids
+// sync waits for a store feed heartbeat that began after the call (shared
+// with concurrent callers: heartbeat), then returns the seq each of ids
 // (of owner) has reached: every change published before the call is
 // numbered at or below it. Watches it does not hold, or holds fallen
 // behind, are missing.
@@ -269,7 +291,7 @@ func (h *tokenHub) sync(ctx context.Context, ids []string, owner [sha256.Size]by
 	if !ok {
 		return api.TokenSync{}, noFeed(h.store)
 	}
-	if err := feed.SyncTokens(ctx); err != nil {
+	if err := h.heartbeat(ctx, feed); err != nil {
 		return api.TokenSync{}, err
 	}
 	out := api.TokenSync{Watches: make([]api.TokenWatchSeq, 0, len(ids)), Missing: []string{}}
@@ -289,6 +311,53 @@ func (h *tokenHub) sync(ctx context.Context, ids []string, owner [sha256.Size]by
 		out.Watches = append(out.Watches, api.TokenWatchSeq{WatchID: id, Seq: seq})
 	}
 	return out, nil
+}
+
+// heartbeat returns once a store heartbeat that started after the call
+// ended, with its error: every change published before the call then
+// reached the watches' fn, as SyncTokens promises. Concurrent callers share
+// one: a caller that finds none in flight starts one; one that finds one in
+// flight, which may have started before it arrived, waits for the next,
+// which starts as soon as the one in flight ends and serves every caller
+// that arrived meanwhile. On etcd a heartbeat reads every watched record
+// again, so a burst of syncs costs two heartbeats, not one each. ctx bounds
+// the caller's wait, not the heartbeat, which others may be waiting for.
+func (h *tokenHub) heartbeat(ctx context.Context, feed leasestore.TokenFeed) error {
+	h.hbMu.Lock()
+	var hb *storeHeartbeat
+	switch {
+	case h.hbRunning == nil:
+		hb = &storeHeartbeat{done: make(chan struct{})}
+		h.hbRunning = hb
+		go h.runHeartbeats(feed, hb)
+	case h.hbNext == nil:
+		h.hbNext = &storeHeartbeat{done: make(chan struct{})}
+		hb = h.hbNext
+	default:
+		hb = h.hbNext
+	}
+	h.hbMu.Unlock()
+	select {
+	case <-hb.done:
+		return hb.err
+	case <-ctx.Done():
+		return &leasestore.UnavailableError{Op: "sync tokens", Err: ctx.Err()}
+	}
+}
+
+// runHeartbeats runs hb, then each next heartbeat callers queued while the
+// one before ran, until none is queued.
+func (h *tokenHub) runHeartbeats(feed leasestore.TokenFeed, hb *storeHeartbeat) {
+	for hb != nil {
+		ctx, cancel := context.WithTimeout(h.hbCtx, h.hbTimeout)
+		hb.err = feed.SyncTokens(ctx)
+		cancel()
+		close(hb.done)
+		h.hbMu.Lock()
+		hb, h.hbNext = h.hbNext, nil
+		h.hbRunning = hb
+		h.hbMu.Unlock()
+	}
 }
 
 // drop ends w: polls waiting on it are answered, and its store watch is
@@ -348,6 +417,7 @@ func (h *tokenHub) count() int {
 
 // close drops every watch and refuses new ones.
 func (h *tokenHub) close() {
+	h.hbStop()
 	h.mu.Lock()
 	h.closed = true
 	all := make([]*tokenWatch, 0, len(h.watches))
