@@ -22,7 +22,7 @@ const (
 	// worker's token.
 	RoleReader Role = iota + 1
 	// RoleWorker may also run jobs: acquire, heartbeat, complete, release,
-	// and wait for releases.
+	// record a run's late outcome, and wait for releases.
 	RoleWorker
 	// RoleOperator may also quarantine, release from quarantine and scan.
 	RoleOperator

@@ -105,6 +105,34 @@ func (s *Server) release(x *exchange) (int, any, error) {
 	return http.StatusOK, api.Success{Success: true}, nil
 }
 
+// recordLate takes the outcome of a run that did not reach the store in
+// time (its release failed until its supervisor gave up, or its grant's
+// answer never reached it): one call of the store's RecordLate. A second
+// delivery changes nothing in the store (RecordLate is idempotent) and
+// answers an empty correction; with the same Idempotency-Key, it gets the
+// first answer instead.
+func (s *Server) recordLate(x *exchange) (int, any, error) {
+	var rl api.RecordLateRequest
+	if err := x.decode(&rl); err != nil {
+		return 0, nil, err
+	}
+	x.job, x.worker, x.token = rl.JobID, rl.WorkerID, rl.FencingToken
+	late, err := rl.Validate()
+	if err != nil {
+		return 0, nil, err
+	}
+	lr, ok := s.cfg.Store.(leasestore.LateRecorder)
+	if !ok {
+		return 0, nil, api.Errorf(api.CodeNoLateOutcomes,
+			"the store behind the registry (%T) does not record late outcomes: keep the outcome and deliver it through a registry in front of a store that does", s.cfg.Store)
+	}
+	c, err := lr.RecordLate(x.ctx, late)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, api.FromCorrection(c), nil
+}
+
 func (s *Server) status(x *exchange) (int, any, error) {
 	x.job = x.r.PathValue("job_id")
 	if err := leasestore.ValidateJobID(x.job); err != nil {

@@ -123,7 +123,7 @@ func TestOpenAPISchemasMatchTheWire(t *testing.T) {
 		"Wait": api.Wait{}, "ErrorBody": api.ErrorBody{}, "HeldBy": api.HeldBy{}, "Error": api.Error{},
 		"TokenWatchRequest": api.TokenWatchRequest{}, "TokenState": api.TokenState{}, "TokenWatch": api.TokenWatch{},
 		"TokenStates": api.TokenStates{}, "TokenSyncRequest": api.TokenSyncRequest{}, "TokenSync": api.TokenSync{},
-		"TokenWatchSeq": api.TokenWatchSeq{},
+		"TokenWatchSeq": api.TokenWatchSeq{}, "RecordLateRequest": api.RecordLateRequest{}, "Correction": api.Correction{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {

@@ -100,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		hub:      newHub(cfg.Store, cfg.Now),
-		watches:  newTokenHub(cfg.Store, cfg.Now),
+		watches:  newTokenHub(cfg.Store, cfg.Now, cfg.OpTimeout),
 		idem:     newIdempotency(cfg.Now),
 		limits:   newLimiter(cfg.RateLimit, cfg.Now),
 		metrics:  newMetrics(),
@@ -171,6 +171,7 @@ func routes() []route {
 		{"heartbeat", http.MethodPost, api.PathHeartbeat, RoleWorker, false, (*Server).heartbeat},
 		{"complete-job", http.MethodPost, api.PathComplete, RoleWorker, true, (*Server).complete},
 		{"release-job", http.MethodPost, api.PathRelease, RoleWorker, true, (*Server).release},
+		{"record-late", http.MethodPost, api.PathRecordLate, RoleWorker, true, (*Server).recordLate},
 		{"job-status", http.MethodGet, api.PathStatus + "{job_id...}", RoleReader, false, (*Server).status},
 		{"subscribe", http.MethodPost, api.PathSubscribe, RoleWorker, false, (*Server).subscribe},
 		{"wait", http.MethodGet, api.PathSubscription + "{subscription_id}", RoleWorker, false, (*Server).wait},

@@ -16,11 +16,19 @@ import (
 // subscriptionIdle: long enough for a client between two long-polls, or
 // riding out a short network failure, short enough that the subscriptions
 // of clients that vanished go soon. maxSubscriptions bounds what one
-// registry holds (each job waited on holds one store subscription, on
-// Redis a connection).
+// registry holds (each job waited on holds one store subscription: on Redis
+// a connection, on etcd a watch stream, on PostgreSQL a LISTEN).
+//
+// maxSubscriptionsPerToken bounds what one bearer token holds, so that one
+// token (leaked, or a runaway client) cannot take every subscription from
+// the others. A fleet sharing one worker token shares it too: a waiter past
+// it is refused with too_many_subscriptions (503) and asks again after a
+// delay, as for a store that fails, until its --wait-timeout. Higher lets
+// one token crowd out more; lower makes large fleets sharing a token poll.
 const (
-	subscriptionIdle = 2 * api.MaxPollTimeoutMS * time.Millisecond
-	maxSubscriptions = 10_000
+	subscriptionIdle         = 2 * api.MaxPollTimeoutMS * time.Millisecond
+	maxSubscriptions         = 10_000
+	maxSubscriptionsPerToken = 1_000
 )
 
 // hub holds the registry's subscriptions. Waiters of one job share one
@@ -28,13 +36,15 @@ const (
 // collects it with a wait, so that nothing released between two
 // long-polls is missed.
 type hub struct {
-	store leasestore.Store
-	now   func() time.Time
+	store       leasestore.Store
+	now         func() time.Time
+	maxPerOwner int // maxSubscriptionsPerToken; lowered by tests
 
-	mu     sync.Mutex
-	jobs   map[string]*jobWatch
-	subs   map[string]*subscription
-	closed bool
+	mu      sync.Mutex
+	jobs    map[string]*jobWatch
+	subs    map[string]*subscription
+	byOwner map[[sha256.Size]byte]int // how many of subs each token holds
+	closed  bool
 }
 
 // jobWatch is the store subscription of one job and its waiters.
@@ -61,7 +71,7 @@ type subscription struct {
 }
 
 func newHub(store leasestore.Store, now func() time.Time) *hub {
-	return &hub{store: store, now: now, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}}
+	return &hub{store: store, now: now, maxPerOwner: maxSubscriptionsPerToken, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}, byOwner: map[[sha256.Size]byte]int{}}
 }
 
 // subscribe makes a subscription to job for the token with digest owner.
@@ -77,6 +87,11 @@ func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte
 		h.mu.Unlock()
 		return nil, api.Errorf(api.CodeTooManySubscriptions, "the registry holds %d subscriptions, its limit", maxSubscriptions)
 	}
+	if h.byOwner[owner] >= h.maxPerOwner {
+		h.mu.Unlock()
+		return nil, api.Errorf(api.CodeTooManySubscriptions,
+			"this token holds %d subscriptions, the limit for one token; wait on fewer jobs at once, or give clients tokens of their own", h.maxPerOwner)
+	}
 	w, ok := h.jobs[job]
 	if !ok {
 		w = &jobWatch{job: job, ready: make(chan struct{}), waiters: map[*subscription]struct{}{}, stop: make(chan struct{})}
@@ -87,6 +102,7 @@ func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte
 	// as soon as that is in place.
 	w.waiters[s] = struct{}{}
 	h.subs[s.id] = s
+	h.byOwner[owner]++
 	h.mu.Unlock()
 
 	if !ok {
@@ -183,6 +199,9 @@ func (h *hub) dropLocked(s *subscription) {
 		return
 	}
 	delete(h.subs, s.id)
+	if h.byOwner[s.owner]--; h.byOwner[s.owner] == 0 {
+		delete(h.byOwner, s.owner)
+	}
 	delete(s.w.waiters, s)
 	if len(s.w.waiters) == 0 {
 		h.endLocked(s.w)

@@ -3,6 +3,7 @@ package registry
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,4 +168,24 @@ func holdsWait(srv *testServer, id string) bool {
 	defer srv.hub.mu.Unlock()
 	s := srv.hub.subs[id]
 	return s != nil && s.waiting > 0
+}
+
+// One token holds at most maxPerOwner subscriptions, counted per
+// subscription (two on one job are two): past it, it is refused with
+// too_many_subscriptions naming the limit, while another token still
+// subscribes; an unsubscribe makes room again.
+func TestSubscriptionsPerToken(t *testing.T) {
+	srv := newTestServer(t, newFakeStore(t), nil)
+	srv.hub.maxPerOwner = 2
+	first := subscribe(t, srv, "a", workerToken)
+	subscribe(t, srv, "a", workerToken)
+	a := request(t, srv.url, http.MethodPost, api.PathSubscribe, workerToken, api.SubscribeRequest{JobID: "b"})
+	if e := a.err(t); e.Code != api.CodeTooManySubscriptions || !strings.Contains(e.Message, "2 subscriptions, the limit for one token") {
+		t.Errorf("a third subscription of one token: %+v, want %s naming the limit of 2", e, api.CodeTooManySubscriptions)
+	}
+	subscribe(t, srv, "b", operatorToken)
+	if a := request(t, srv.url, http.MethodDelete, api.PathSubscription+first, workerToken, nil); a.status != http.StatusNoContent {
+		t.Fatalf("unsubscribe: %d %s", a.status, a.body)
+	}
+	subscribe(t, srv, "b", workerToken)
 }

@@ -12,9 +12,19 @@ import (
 )
 
 // Token watch bounds, as for subscriptions. A watch nobody polls is dropped
-// after tokenWatchIdle, and maxTokenWatches bounds what one registry holds
-// (each is a watch in the store's feed: on Redis a channel of its one
-// pub/sub connection, on the embedded store a watched file).
+// after tokenWatchIdle, and maxTokenWatches bounds what one registry holds:
+// each is a watch in the store's feed, on Redis a channel of its one
+// pub/sub connection, on the embedded store a watched file, on etcd a watch
+// stream from the registry to etcd (and a read of the job's record on
+// every heartbeat), on PostgreSQL a job filtered from its one LISTEN.
+//
+// maxTokenWatchesPerToken bounds what one bearer token holds, so that one
+// reader token (the least role, handed out most widely) cannot take every
+// watch, and load etcd with thousands of streams, alone. A checker following
+// more jobs with one token gets too_many_token_watches (503) for the rest,
+// which it checks against the store instead (write-through falls back by
+// itself): higher lets one token crowd out more, lower makes large
+// checkers ask the store more. Give large checkers tokens of their own.
 //
 // maxTokenStates bounds the states a watch keeps for a client that does not
 // collect them. A job changes twice a run (a grant, an end), and a client
@@ -25,9 +35,10 @@ import (
 // watch sooner, more costs memory (a few dozen bytes a state, for every
 // watch).
 const (
-	tokenWatchIdle  = subscriptionIdle
-	maxTokenWatches = 10_000
-	maxTokenStates  = 64
+	tokenWatchIdle          = subscriptionIdle
+	maxTokenWatches         = 10_000
+	maxTokenWatchesPerToken = 1_000
+	maxTokenStates          = 64
 )
 
 // tokenHub holds the registry's token watches: each is one watch in the
@@ -37,13 +48,30 @@ const (
 // state must be a read made for it after its watch started, which only a
 // watch of its own gives.
 type tokenHub struct {
-	store     leasestore.Store
-	now       func() time.Time
-	maxStates int
+	store       leasestore.Store
+	now         func() time.Time
+	maxStates   int
+	maxPerOwner int // maxTokenWatchesPerToken; lowered by tests
 
 	mu      sync.Mutex
 	watches map[string]*tokenWatch
+	byOwner map[[sha256.Size]byte]int // how many of watches each token holds
 	closed  bool
+
+	// The store heartbeat the sync requests share (heartbeat).
+	hbCtx     context.Context // ended by close
+	hbStop    context.CancelFunc
+	hbTimeout time.Duration // bounds one store heartbeat
+	hbMu      sync.Mutex
+	hbRunning *storeHeartbeat // in flight, or nil
+	hbNext    *storeHeartbeat // to start once hbRunning ends, or nil
+}
+
+// storeHeartbeat is one call of the store feed's SyncTokens, shared by the
+// sync requests that wait for it.
+type storeHeartbeat struct {
+	done chan struct{} // closed once err is set
+	err  error
 }
 
 // tokenWatch is one client's watch of one job. Its fn (add) runs in the
@@ -68,8 +96,14 @@ type tokenWatch struct {
 	stopped bool // the store's watch is closed, or is to be once WatchTokens returns
 }
 
-func newTokenHub(store leasestore.Store, now func() time.Time) *tokenHub {
-	return &tokenHub{store: store, now: now, maxStates: maxTokenStates, watches: map[string]*tokenWatch{}}
+// newTokenHub returns the token watches of store. opTimeout bounds each
+// store heartbeat: shared by many requests, it runs under a context of the
+// hub's own (ended by close), not any one request's.
+func newTokenHub(store leasestore.Store, now func() time.Time, opTimeout time.Duration) *tokenHub {
+	ctx, stop := context.WithCancel(context.Background())
+	return &tokenHub{store: store, now: now, maxStates: maxTokenStates, maxPerOwner: maxTokenWatchesPerToken,
+		watches: map[string]*tokenWatch{}, byOwner: map[[sha256.Size]byte]int{},
+		hbCtx: ctx, hbStop: stop, hbTimeout: opTimeout}
 }
 
 // noFeed is the error of every token watch operation on a registry whose
@@ -96,8 +130,14 @@ func (h *tokenHub) watch(ctx context.Context, job string, owner [sha256.Size]byt
 		h.mu.Unlock()
 		return nil, nil, api.Errorf(api.CodeTooManyTokenWatches, "the registry holds %d token watches, its limit", maxTokenWatches)
 	}
+	if h.byOwner[owner] >= h.maxPerOwner {
+		h.mu.Unlock()
+		return nil, nil, api.Errorf(api.CodeTooManyTokenWatches,
+			"this token holds %d token watches, the limit for one token; check the other jobs with check-token, or give the checker a token of its own", h.maxPerOwner)
+	}
 	w := &tokenWatch{id: newID(), job: job, owner: owner, max: h.maxStates, changed: make(chan struct{}), seen: h.now()}
 	h.watches[w.id] = w
+	h.byOwner[owner]++
 	h.mu.Unlock()
 
 	sw, err := feed.WatchTokens(ctx, job, w.add)
@@ -241,7 +281,8 @@ func (h *tokenHub) poll(ctx context.Context, w *tokenWatch, after int64, timeout
 	}
 }
 
-// sync runs the store feed's heartbeat, then returns the seq each of ids
+// sync waits for a store feed heartbeat that began after the call (shared
+// with concurrent callers: heartbeat), then returns the seq each of ids
 // (of owner) has reached: every change published before the call is
 // numbered at or below it. Watches it does not hold, or holds fallen
 // behind, are missing.
@@ -250,7 +291,7 @@ func (h *tokenHub) sync(ctx context.Context, ids []string, owner [sha256.Size]by
 	if !ok {
 		return api.TokenSync{}, noFeed(h.store)
 	}
-	if err := feed.SyncTokens(ctx); err != nil {
+	if err := h.heartbeat(ctx, feed); err != nil {
 		return api.TokenSync{}, err
 	}
 	out := api.TokenSync{Watches: make([]api.TokenWatchSeq, 0, len(ids)), Missing: []string{}}
@@ -272,6 +313,53 @@ func (h *tokenHub) sync(ctx context.Context, ids []string, owner [sha256.Size]by
 	return out, nil
 }
 
+// heartbeat returns once a store heartbeat that started after the call
+// ended, with its error: every change published before the call then
+// reached the watches' fn, as SyncTokens promises. Concurrent callers share
+// one: a caller that finds none in flight starts one; one that finds one in
+// flight, which may have started before it arrived, waits for the next,
+// which starts as soon as the one in flight ends and serves every caller
+// that arrived meanwhile. On etcd a heartbeat reads every watched record
+// again, so a burst of syncs costs two heartbeats, not one each. ctx bounds
+// the caller's wait, not the heartbeat, which others may be waiting for.
+func (h *tokenHub) heartbeat(ctx context.Context, feed leasestore.TokenFeed) error {
+	h.hbMu.Lock()
+	var hb *storeHeartbeat
+	switch {
+	case h.hbRunning == nil:
+		hb = &storeHeartbeat{done: make(chan struct{})}
+		h.hbRunning = hb
+		go h.runHeartbeats(feed, hb)
+	case h.hbNext == nil:
+		h.hbNext = &storeHeartbeat{done: make(chan struct{})}
+		hb = h.hbNext
+	default:
+		hb = h.hbNext
+	}
+	h.hbMu.Unlock()
+	select {
+	case <-hb.done:
+		return hb.err
+	case <-ctx.Done():
+		return &leasestore.UnavailableError{Op: "sync tokens", Err: ctx.Err()}
+	}
+}
+
+// runHeartbeats runs hb, then each next heartbeat callers queued while the
+// one before ran, until none is queued.
+func (h *tokenHub) runHeartbeats(feed leasestore.TokenFeed, hb *storeHeartbeat) {
+	for hb != nil {
+		ctx, cancel := context.WithTimeout(h.hbCtx, h.hbTimeout)
+		hb.err = feed.SyncTokens(ctx)
+		cancel()
+		close(hb.done)
+		h.hbMu.Lock()
+		hb, h.hbNext = h.hbNext, nil
+		h.hbRunning = hb
+		h.hbMu.Unlock()
+	}
+}
+
 // drop ends w: polls waiting on it are answered, and its store watch is
 // closed.
 func (h *tokenHub) drop(w *tokenWatch) {
@@ -287,6 +375,9 @@ func (h *tokenHub) drop(w *tokenWatch) {
 func (h *tokenHub) dropLocked(w *tokenWatch) {
 	if h.watches[w.id] == w {
 		delete(h.watches, w.id)
+		if h.byOwner[w.owner]--; h.byOwner[w.owner] == 0 {
+			delete(h.byOwner, w.owner)
+		}
 	}
 	w.mu.Lock()
 	if !w.gone {
@@ -326,6 +417,7 @@ func (h *tokenHub) count() int {
 
 // close drops every watch and refuses new ones.
 func (h *tokenHub) close() {
+	h.hbStop()
 	h.mu.Lock()
 	h.closed = true
 	all := make([]*tokenWatch, 0, len(h.watches))

@@ -1,8 +1,10 @@
 package registry
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -223,4 +225,105 @@ func holdsPoll(srv *testServer, id string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.waiting > 0
+}
+
+// One token holds at most maxPerOwner token watches: past it, its watch is
+// refused with too_many_token_watches naming the limit, while another
+// token still gets one; a watch dropped makes room again.
+func TestTokenWatchesPerToken(t *testing.T) {
+	srv := newTestServer(t, feedStore(t), nil)
+	srv.watches.maxPerOwner = 2
+	first := watchTokens(t, srv, "a", readerToken)
+	watchTokens(t, srv, "b", readerToken)
+	a := request(t, srv.url, http.MethodPost, api.PathTokenWatches, readerToken, api.TokenWatchRequest{JobID: "c"})
+	if e := a.err(t); e.Code != api.CodeTooManyTokenWatches || !strings.Contains(e.Message, "2 token watches, the limit for one token") || a.header.Get("Retry-After") == "" {
+		t.Errorf("a third watch of one token: %+v, want %s naming the limit of 2", e, api.CodeTooManyTokenWatches)
+	}
+	watchTokens(t, srv, "c", operatorToken)
+	if a := request(t, srv.url, http.MethodDelete, api.PathTokenWatch+first.WatchID, readerToken, nil); a.status != http.StatusNoContent {
+		t.Fatalf("unwatch: %d %s", a.status, a.body)
+	}
+	watchTokens(t, srv, "c", readerToken)
+}
+
+// heldFeed is an embedded store whose feed heartbeats are counted and each
+// held until the test lets it end.
+type heldFeed struct {
+	leasestore.Store
+	feed    leasestore.TokenFeed
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (f *heldFeed) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+	return f.feed.WatchTokens(ctx, job, fn)
+}
+
+func (f *heldFeed) SyncTokens(ctx context.Context) error {
+	f.entered <- struct{}{}
+	<-f.release
+	return f.feed.SyncTokens(ctx)
+}
+
+// Concurrent syncs share the store's heartbeat: those that arrive while one
+// runs wait for the next one, which starts after it and serves them all;
+// none is answered by a heartbeat that began before it arrived.
+func TestTokenSyncSharesTheStoreHeartbeat(t *testing.T) {
+	store := feedStore(t)
+	f := &heldFeed{Store: store, feed: store.(leasestore.TokenFeed), entered: make(chan struct{}, 8), release: make(chan struct{})}
+	srv := newTestServer(t, f, nil)
+	w := watchTokens(t, srv, "j", readerToken)
+	sync := func() <-chan answer {
+		got := make(chan answer, 1)
+		go func() {
+			got <- request(t, srv.url, http.MethodPost, api.PathTokenSync, readerToken, api.TokenSyncRequest{WatchIDs: []string{w.WatchID}})
+		}()
+		return got
+	}
+	first := sync()
+	<-f.entered // the first heartbeat runs
+	later := []<-chan answer{sync(), sync(), sync()}
+	// The later ones are queued behind the running heartbeat (nothing else
+	// can be observed of them from here).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		srv.watches.hbMu.Lock()
+		queued := srv.watches.hbNext != nil
+		srv.watches.hbMu.Unlock()
+		if queued {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the later syncs never reached the registry")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // let every later sync join the queue
+	f.release <- struct{}{}
+	if a := <-first; a.status != http.StatusOK {
+		t.Fatalf("the first sync: %d %s", a.status, a.body)
+	}
+	select {
+	case a := <-later[0]:
+		t.Fatalf("a later sync answered %d %s by the heartbeat that began before it arrived", a.status, a.body)
+	case <-f.entered: // the next heartbeat, for all of them
+	}
+	for i, c := range later {
+		select {
+		case a := <-c:
+			t.Fatalf("sync %d answered %d %s before its heartbeat ended", i+2, a.status, a.body)
+		default:
+		}
+	}
+	f.release <- struct{}{}
+	for i, c := range later {
+		if a := <-c; a.status != http.StatusOK {
+			t.Errorf("sync %d: %d %s", i+2, a.status, a.body)
+		}
+	}
+	select {
+	case <-f.entered:
+		t.Error("a third store heartbeat for four syncs; want two")
+	default:
+	}
 }

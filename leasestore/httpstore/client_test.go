@@ -396,3 +396,37 @@ func TestTokenWatchAcrossARegistryRestart(t *testing.T) {
 		t.Errorf("SyncTokens once the watch is made again: %v", err)
 	}
 }
+
+// noLate hides the store's RecordLate, as a store without the ability.
+type noLate struct{ leasestore.Store }
+
+// Through a registry whose store does not record late outcomes, RecordLate
+// fails as an unavailable store, so that the outbox keeps the outcome, and
+// names the cause; a second delivery gets the store's answer to it
+// (nothing changed), not the first one's; a late outcome the registry
+// refuses keeps the field at fault.
+func TestRecordLateThroughTheRegistry(t *testing.T) {
+	backend, err := filestore.Open(t.TempDir(), "leasectl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := leasestore.LateOutcome{Job: "job", Holder: "w", Token: 1, Outcome: storetest.Outcome(leasestore.ResultFailed)}
+	without := registrytest.Start(t, noLate{backend}, "leasectl").Open(t, "leasectl", registrytest.WorkerToken)
+	if _, err := without.RecordLate(storetest.Ctx(t), late); !errors.Is(err, leasestore.ErrUnavailable) || !errors.Is(err, httpstore.ErrNoLateOutcomes) {
+		t.Errorf("RecordLate through a registry whose store has none: %v, want ErrUnavailable caused by ErrNoLateOutcomes", err)
+	}
+
+	s := registrytest.Start(t, backend, "leasectl").Open(t, "leasectl", registrytest.WorkerToken)
+	l := storetest.Acquire(t, s, storetest.Request("job", "w", time.Minute))
+	late.Token = l.Token
+	if c, err := s.RecordLate(storetest.Ctx(t), late); err != nil || !c.Released {
+		t.Fatalf("RecordLate of a live run: %+v, %v; want it released", c, err)
+	}
+	if c, err := s.RecordLate(storetest.Ctx(t), late); err != nil || c.Released || c.CrashWithdrawn {
+		t.Errorf("a second delivery: %+v, %v; want nothing changed", c, err)
+	}
+	var re *leasestore.RequestError
+	if _, err := s.RecordLate(storetest.Ctx(t), leasestore.LateOutcome{Job: "job", Holder: "w", Token: -1}); !errors.As(err, &re) || re.Field != "fencing_token" {
+		t.Errorf("a late outcome with a negative token: %v, want a RequestError naming fencing_token", err)
+	}
+}

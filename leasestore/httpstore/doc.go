@@ -16,6 +16,12 @@
 // Idempotency-Key derived from the lease and outcome, so that a retry
 // after a lost answer gets the first answer instead of ErrLeaseLost.
 //
+// It is a leasestore.LateRecorder: RecordLate is the store's RecordLate in
+// the registry. Through a registry whose store does not record late
+// outcomes, or one older than them, it fails with an error matching
+// leasestore.ErrUnavailable (ErrNoLateOutcomes when the registry says so),
+// so that the outbox keeps the outcome for a later delivery.
+//
 // It is a leasestore.TokenFeed when the store behind the registry has one
 // (embedded, Redis): each watch is held by the registry in that store's
 // feed and collected with long-polls (one connection each); a failed poll is

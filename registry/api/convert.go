@@ -247,6 +247,39 @@ func (r *ReleaseRequest) Validate() (*leasestore.Lease, leasestore.Outcome, erro
 		leasestore.Outcome{Result: result, ExitCode: r.ExitCode, Signal: r.Signal, Duration: Duration(r.DurationMS), Reason: r.Reason}, nil
 }
 
+// FromLateOutcome is the wire form of late.
+func FromLateOutcome(late leasestore.LateOutcome) RecordLateRequest {
+	return RecordLateRequest{JobID: late.Job, WorkerID: late.Holder, FencingToken: late.Token, Result: string(late.Result),
+		ExitCode: late.ExitCode, Signal: late.Signal, DurationMS: MS(late.Duration), Reason: late.Reason}
+}
+
+// Validate checks a late outcome and returns it as the store takes it.
+func (r *RecordLateRequest) Validate() (leasestore.LateOutcome, error) {
+	rel := ReleaseRequest{JobID: r.JobID, WorkerID: r.WorkerID, FencingToken: r.FencingToken, Result: r.Result,
+		ExitCode: r.ExitCode, Signal: r.Signal, DurationMS: r.DurationMS, Reason: r.Reason}
+	if rel.FencingToken == 0 {
+		rel.FencingToken = 1 // a token is optional here, unlike in a release
+	}
+	if err := positive("fencing_token", r.FencingToken, false); err != nil {
+		return leasestore.LateOutcome{}, err
+	}
+	_, out, err := rel.Validate()
+	if err != nil {
+		return leasestore.LateOutcome{}, err
+	}
+	return leasestore.LateOutcome{Job: r.JobID, Holder: r.WorkerID, Token: r.FencingToken, Outcome: out}, nil
+}
+
+// FromCorrection is c on the wire.
+func FromCorrection(c leasestore.Correction) Correction {
+	return Correction{Released: c.Released, CrashWithdrawn: c.CrashWithdrawn, QuarantineLifted: c.QuarantineLifted, Crashes: c.Crashes}
+}
+
+// ToStore is the correction c describes.
+func (c *Correction) ToStore() leasestore.Correction {
+	return leasestore.Correction{Released: c.Released, CrashWithdrawn: c.CrashWithdrawn, QuarantineLifted: c.QuarantineLifted, Crashes: c.Crashes}
+}
+
 // Validate checks a quarantine or unquarantine request and returns its job
 // and note.
 func (n *NoteRequest) Validate() (string, leasestore.Note, error) {

@@ -12,32 +12,33 @@ import (
 // Error codes: stable, one per kind of refusal or failure. A client
 // matches the code, never the message. Status gives each one's HTTP status.
 const (
-	CodeInvalidRequest       = "invalid_request"        // 400: a field is missing or wrong; field names it
-	CodeNamespaceMismatch    = "namespace_mismatch"     // 400: the registry serves another namespace
-	CodeUnauthenticated      = "unauthenticated"        // 401: no bearer token, or one the registry does not know
-	CodeForbidden            = "forbidden"              // 403: the token's role may not do this; role and required_role name them
-	CodeNotFound             = "not_found"              // 404: no such route
-	CodeSubscriptionNotFound = "subscription_not_found" // 404: expired, dropped by a restart, or another token's
-	CodeTokenWatchNotFound   = "token_watch_not_found"  // 404: a token watch expired, dropped by a restart, or another token's
-	CodeMethodNotAllowed     = "method_not_allowed"     // 405
-	CodeHeld                 = "held"                   // 409: another worker holds the job; holder says who
-	CodeTooSoon              = "too_soon"               // 409: the job succeeded less than min_interval_ms ago
-	CodeRegionMismatch       = "region_mismatch"        // 409: the job belongs to another region
-	CodeLeaseLost            = "lease_lost"             // 409: the token is no longer the job's live lease (a stale token)
-	CodeNotQuarantined       = "not_quarantined"        // 409: unquarantine of a job that is not quarantined
-	CodeStaleToken           = "stale_token"            // 409: check-token: not the current token, or not live
-	CodeDeadlinePassed       = "deadline_passed"        // 410: the job's ttl_deadline passed: no more retries
-	CodeTokenWatchBehind     = "token_watch_behind"     // 410: a token watch's client fell behind and states were dropped; the watch is gone
-	CodeRequestTooLarge      = "request_too_large"      // 413
-	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422: the key came before with another request
-	CodeQuarantined          = "quarantined"            // 423: the job is quarantined
-	CodeRateLimited          = "rate_limited"           // 429: too many requests from this address
-	CodeInternal             = "internal"               // 500
-	CodeNoTokenFeed          = "token_feed_unsupported" // 501: the store behind the registry has no token feed
-	CodeStoreUnavailable     = "store_unavailable"      // 503: the store behind the registry failed; the operation may or may not have happened
-	CodeShuttingDown         = "shutting_down"          // 503: the registry is stopping; try again
-	CodeTooManySubscriptions = "too_many_subscriptions" // 503: the registry holds as many subscriptions as it may
-	CodeTooManyTokenWatches  = "too_many_token_watches" // 503: the registry holds as many token watches as it may
+	CodeInvalidRequest       = "invalid_request"           // 400: a field is missing or wrong; field names it
+	CodeNamespaceMismatch    = "namespace_mismatch"        // 400: the registry serves another namespace
+	CodeUnauthenticated      = "unauthenticated"           // 401: no bearer token, or one the registry does not know
+	CodeForbidden            = "forbidden"                 // 403: the token's role may not do this; role and required_role name them
+	CodeNotFound             = "not_found"                 // 404: no such route
+	CodeSubscriptionNotFound = "subscription_not_found"    // 404: expired, dropped by a restart, or another token's
+	CodeTokenWatchNotFound   = "token_watch_not_found"     // 404: a token watch expired, dropped by a restart, or another token's
+	CodeMethodNotAllowed     = "method_not_allowed"        // 405
+	CodeHeld                 = "held"                      // 409: another worker holds the job; holder says who
+	CodeTooSoon              = "too_soon"                  // 409: the job succeeded less than min_interval_ms ago
+	CodeRegionMismatch       = "region_mismatch"           // 409: the job belongs to another region
+	CodeLeaseLost            = "lease_lost"                // 409: the token is no longer the job's live lease (a stale token)
+	CodeNotQuarantined       = "not_quarantined"           // 409: unquarantine of a job that is not quarantined
+	CodeStaleToken           = "stale_token"               // 409: check-token: not the current token, or not live
+	CodeDeadlinePassed       = "deadline_passed"           // 410: the job's ttl_deadline passed: no more retries
+	CodeTokenWatchBehind     = "token_watch_behind"        // 410: a token watch's client fell behind and states were dropped; the watch is gone
+	CodeRequestTooLarge      = "request_too_large"         // 413
+	CodeIdempotencyKeyReused = "idempotency_key_reused"    // 422: the key came before with another request
+	CodeQuarantined          = "quarantined"               // 423: the job is quarantined
+	CodeRateLimited          = "rate_limited"              // 429: too many requests from this address
+	CodeInternal             = "internal"                  // 500
+	CodeNoTokenFeed          = "token_feed_unsupported"    // 501: the store behind the registry has no token feed
+	CodeNoLateOutcomes       = "late_outcomes_unsupported" // 501: the store behind the registry does not record late outcomes
+	CodeStoreUnavailable     = "store_unavailable"         // 503: the store behind the registry failed; the operation may or may not have happened
+	CodeShuttingDown         = "shutting_down"             // 503: the registry is stopping; try again
+	CodeTooManySubscriptions = "too_many_subscriptions"    // 503: the registry holds as many subscriptions as it may
+	CodeTooManyTokenWatches  = "too_many_token_watches"    // 503: the registry holds as many token watches as it may
 )
 
 // Codes lists every error code, for documentation checks.
@@ -48,7 +49,7 @@ func Codes() []string {
 		CodeLeaseLost, CodeNotQuarantined, CodeStaleToken, CodeDeadlinePassed, CodeRequestTooLarge,
 		CodeIdempotencyKeyReused, CodeQuarantined, CodeRateLimited, CodeInternal, CodeStoreUnavailable,
 		CodeShuttingDown, CodeTooManySubscriptions, CodeTokenWatchNotFound, CodeTokenWatchBehind, CodeNoTokenFeed,
-		CodeTooManyTokenWatches,
+		CodeTooManyTokenWatches, CodeNoLateOutcomes,
 	}
 }
 
@@ -78,7 +79,7 @@ func Status(code string) int {
 		return http.StatusLocked
 	case CodeRateLimited:
 		return http.StatusTooManyRequests
-	case CodeNoTokenFeed:
+	case CodeNoTokenFeed, CodeNoLateOutcomes:
 		return http.StatusNotImplemented
 	case CodeStoreUnavailable, CodeShuttingDown, CodeTooManySubscriptions, CodeTooManyTokenWatches:
 		return http.StatusServiceUnavailable

@@ -11,6 +11,7 @@ const (
 	PathHeartbeat    = Prefix + "/heartbeat"        // POST: renew (worker)
 	PathComplete     = Prefix + "/complete-job"     // POST: release as completed (worker)
 	PathRelease      = Prefix + "/release-job"      // POST: release with an outcome (worker)
+	PathRecordLate   = Prefix + "/record-late"      // POST: record a run's outcome that did not reach the store in time (worker)
 	PathStatus       = Prefix + "/job-status/"      // GET + job ID: status (reader)
 	PathSubscribe    = Prefix + "/subscriptions"    // POST: subscribe (worker)
 	PathSubscription = Prefix + "/subscriptions/"   // + ID; GET: wait (long-poll), DELETE: unsubscribe (worker)
@@ -38,7 +39,7 @@ const (
 	HeaderTimeout = "Leasectl-Timeout-Ms"
 	// HeaderIdempotencyKey makes a retried request safe: the registry
 	// answers a repeated key with the first answer (complete, release,
-	// quarantine, unquarantine, scan) or, where a remembered answer could be stale
+	// record-late, quarantine, unquarantine, scan) or, where a remembered answer could be stale
 	// (acquire, heartbeat), by doing the idempotent operation again.
 	HeaderIdempotencyKey = "Idempotency-Key"
 	// HeaderRequestID is echoed, or generated, for the access log.

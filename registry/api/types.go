@@ -85,6 +85,33 @@ type ReleaseRequest struct {
 	Reason     string `json:"reason,omitempty"`
 }
 
+// RecordLateRequest is the body of POST PathRecordLate: the outcome of a
+// run that did not reach the store in time (leasestore.LateOutcome). The
+// run is named by job, worker and fencing token; a fencing token of 0 (or
+// none) says the worker never learned its grant's token and gave up on it,
+// with result not-started.
+type RecordLateRequest struct {
+	JobID        string `json:"job_id"`
+	WorkerID     string `json:"worker_id"`
+	FencingToken int64  `json:"fencing_token,omitempty"`
+	// Result is completed, failed (the default), crashed or not-started.
+	Result     string `json:"result,omitempty"`
+	ExitCode   int    `json:"exit_code,omitempty"`
+	Signal     int    `json:"signal,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// Correction is the answer to POST PathRecordLate: what the late outcome
+// changed (leasestore.Correction). A second delivery of the same outcome
+// changes nothing and answers all false, with the crashes as they are.
+type Correction struct {
+	Released         bool `json:"released"`
+	CrashWithdrawn   bool `json:"crash_withdrawn"`
+	QuarantineLifted bool `json:"quarantine_lifted"`
+	Crashes          int  `json:"crashes"`
+}
+
 // Success is the answer to complete, release, quarantine and unquarantine.
 type Success struct {
 	Success bool `json:"success"`
