@@ -83,33 +83,9 @@ func (b *bench) etcdStartup() error {
 // etcdHandoffs times the handoff with --wait on etcd against etcdctl lock's,
 // interleaved.
 func (b *bench) etcdHandoffs() error {
-	cases := []handoffCase{
-		{
-			name: "leasectl",
-			holder: func(job, file string) *exec.Cmd {
-				return b.leasectlAt(b.etcdStoreURL(), "run", "--job", job, "--", b.stamp, "hold", file)
-			},
-			waiter: func(job, file string) *exec.Cmd {
-				return b.leasectlAt(b.etcdStoreURL(), "--log-level", "debug", "run", "--job", job, "--wait", "--", b.stamp, "start", file)
-			},
-			waiting: (*proc).awaitWaiting,
-		},
-		{
-			name:    "etcdctl",
-			holder:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "hold", file) },
-			waiter:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "start", file) },
-			waiting: func(*proc) error { time.Sleep(etcdSettle); return nil },
-		},
-	}
-	samples := map[string][]float64{}
-	for range handoffRounds {
-		for _, i := range b.rng.Perm(len(cases)) {
-			d, err := b.handoff(cases[i])
-			if err != nil {
-				return fmt.Errorf("handoff %s: %w", cases[i].name, err)
-			}
-			samples[cases[i].name] = append(samples[cases[i].name], d)
-		}
+	samples, err := b.handoffRuns(handoffRounds, b.leasectlHandoff("leasectl", b.etcdStoreURL()), b.etcdctlHandoff("etcdctl"))
+	if err != nil {
+		return fmt.Errorf("handoff %w", err)
 	}
 	lock := median(samples["etcdctl"])
 	line("handoff_etcd_leasectl_ms", median(samples["leasectl"]), "ms",

@@ -41,21 +41,9 @@ func (b *bench) handoffs() error {
 	}
 	line("stamp_startup_ms", stampStart, "ms", "exec to first instruction of the stamp helper; included in every handoff below")
 	lockFile := filepath.Join(b.tmp, "handoff.flock")
-	leasectlCase := func(name string, redis bool) handoffCase {
-		return handoffCase{
-			name: name,
-			holder: func(job, file string) *exec.Cmd {
-				return b.leasectlCmd(redis, "run", "--job", job, "--", b.stamp, "hold", file)
-			},
-			waiter: func(job, file string) *exec.Cmd {
-				return b.leasectlCmd(redis, "--log-level", "debug", "run", "--job", job, "--wait", "--", b.stamp, "start", file)
-			},
-			waiting: (*proc).awaitWaiting,
-		}
-	}
 	cases := []handoffCase{
-		leasectlCase("handoff_redis", true),
-		leasectlCase("handoff_embedded", false),
+		b.leasectlHandoff("handoff_redis", b.redis.URL),
+		b.leasectlHandoff("handoff_embedded", ""),
 		{
 			name:    "handoff_flock",
 			holder:  func(_, file string) *exec.Cmd { return exec.Command("flock", lockFile, b.stamp, "hold", file) },
@@ -64,22 +52,11 @@ func (b *bench) handoffs() error {
 		},
 	}
 	if b.etcd != nil {
-		cases = append(cases, handoffCase{
-			name:    "handoff_etcd",
-			holder:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "hold", file) },
-			waiter:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "start", file) },
-			waiting: func(*proc) error { time.Sleep(etcdSettle); return nil },
-		})
+		cases = append(cases, b.etcdctlHandoff("handoff_etcd"))
 	}
-	samples := map[string][]float64{}
-	for range handoffRounds {
-		for _, i := range b.rng.Perm(len(cases)) {
-			d, err := b.handoff(cases[i])
-			if err != nil {
-				return fmt.Errorf("%s: %w", cases[i].name, err)
-			}
-			samples[cases[i].name] = append(samples[cases[i].name], d)
-		}
+	samples, err := b.handoffRuns(handoffRounds, cases...)
+	if err != nil {
+		return err
 	}
 	n := fmt.Sprintf("median of %d", handoffRounds)
 	for _, c := range []struct{ name, comment string }{
@@ -97,6 +74,48 @@ func (b *bench) handoffs() error {
 		line("handoff_redis_vs_flock", median(r)/median(f), "x", "target <= 1.5; the stamp's start-up in both")
 	}
 	return nil
+}
+
+// leasectlHandoff hands a job between two `leasectl run`s on the store at
+// url ("": the embedded store), the waiter with --wait.
+func (b *bench) leasectlHandoff(name, url string) handoffCase {
+	return handoffCase{
+		name: name,
+		holder: func(job, file string) *exec.Cmd {
+			return b.leasectlAt(url, "run", "--job", job, "--", b.stamp, "hold", file)
+		},
+		waiter: func(job, file string) *exec.Cmd {
+			return b.leasectlAt(url, "--log-level", "debug", "run", "--job", job, "--wait", "--", b.stamp, "start", file)
+		},
+		waiting: (*proc).awaitWaiting,
+	}
+}
+
+// etcdctlHandoff hands a lock between two `etcdctl lock`s on the bench's
+// etcd.
+func (b *bench) etcdctlHandoff(name string) handoffCase {
+	return handoffCase{
+		name:    name,
+		holder:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "hold", file) },
+		waiter:  func(job, file string) *exec.Cmd { return b.etcdctl("lock", job, "--", b.stamp, "start", file) },
+		waiting: func(*proc) error { time.Sleep(etcdSettle); return nil },
+	}
+}
+
+// handoffRuns times rounds handoffs of every case, each round in a new
+// random order, and returns each case's times in milliseconds by name.
+func (b *bench) handoffRuns(rounds int, cases ...handoffCase) (map[string][]float64, error) {
+	samples := map[string][]float64{}
+	for range rounds {
+		for _, i := range b.rng.Perm(len(cases)) {
+			d, err := b.handoff(cases[i])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", cases[i].name, err)
+			}
+			samples[cases[i].name] = append(samples[cases[i].name], d)
+		}
+	}
+	return samples, nil
 }
 
 // stampStartup is the median time from starting the stamp helper to its

@@ -147,24 +147,11 @@ func (p *pgBench) startup() error {
 // handoff times the holder's child end → the waiter's child start with
 // --wait on PostgreSQL: the release's NOTIFY wakes the waiter.
 func (p *pgBench) handoff() error {
-	c := handoffCase{
-		name: "handoff_postgres",
-		holder: func(job, file string) *exec.Cmd {
-			return p.leasectlAt(p.url, "run", "--job", job, "--", p.stamp, "hold", file)
-		},
-		waiter: func(job, file string) *exec.Cmd {
-			return p.leasectlAt(p.url, "--log-level", "debug", "run", "--job", job, "--wait", "--", p.stamp, "start", file)
-		},
-		waiting: (*proc).awaitWaiting,
+	samples, err := p.handoffRuns(handoffRounds, p.leasectlHandoff("handoff_postgres", p.url))
+	if err != nil {
+		return err
 	}
-	var s []float64
-	for range handoffRounds {
-		d, err := p.bench.handoff(c)
-		if err != nil {
-			return fmt.Errorf("handoff: %w", err)
-		}
-		s = append(s, d)
-	}
+	s := samples["handoff_postgres"]
 	line("handoff_postgres_ms", median(s), "ms", fmt.Sprintf("target <= 10; LISTEN/NOTIFY; median of %d, max %.1f", handoffRounds, maxOf(s)))
 	return nil
 }

@@ -94,26 +94,13 @@ func (b *bench) topologies() error {
 // topologyHandoff times holder's child end → waiter's child start with
 // --wait and min_replicas=1 on t.
 func (b *bench) topologyHandoff(t topology) error {
-	url := t.url + "&min_replicas=1"
-	c := handoffCase{
-		name: "handoff_" + t.name,
-		holder: func(job, file string) *exec.Cmd {
-			return b.leasectlAt(url, "run", "--job", job, "--", b.stamp, "hold", file)
-		},
-		waiter: func(job, file string) *exec.Cmd {
-			return b.leasectlAt(url, "--log-level", "debug", "run", "--job", job, "--wait", "--", b.stamp, "start", file)
-		},
-		waiting: (*proc).awaitWaiting,
+	name := "handoff_" + t.name
+	samples, err := b.handoffRuns(handoffRounds/3, b.leasectlHandoff(name, t.url+"&min_replicas=1"))
+	if err != nil {
+		return err
 	}
-	var s []float64
-	for range handoffRounds / 3 {
-		d, err := b.handoff(c)
-		if err != nil {
-			return err
-		}
-		s = append(s, d)
-	}
-	line(c.name+"_ms", median(s), "ms", fmt.Sprintf("with min_replicas=1; median of %d", len(s)))
+	s := samples[name]
+	line(name+"_ms", median(s), "ms", fmt.Sprintf("with min_replicas=1; median of %d", len(s)))
 	return nil
 }
 
