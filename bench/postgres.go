@@ -207,34 +207,7 @@ func (p *pgBench) storeFigures() error {
 // rows only: between vacuums, dead row versions add to it.
 func (p *pgBench) size(ctx context.Context, srv *pgtest.Server) error {
 	const ns = "size"
-	job := func(i int) string { return fmt.Sprintf("encode-%06d", i) }
-	err := seed(ctx, srv.URL, ns, pgStoreJobs, func(s leasestore.Store, i int) error {
-		for range leasestore.HistoryLimit/2 + 1 {
-			l, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
-			if err != nil {
-				return err
-			}
-			if err := s.Release(ctx, l, leasestore.Outcome{Result: leasestore.ResultCompleted, Duration: 1200 * time.Millisecond}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	rested, err := tableBytes(srv, ns)
-	if err != nil {
-		return err
-	}
-	err = seed(ctx, srv.URL, ns, pgStoreJobs, func(s leasestore.Store, i int) error {
-		_, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	running, err := tableBytes(srv, ns)
+	rested, running, err := restAndFlight(ctx, srv.URL, ns, pgStoreJobs, func() (int64, error) { return tableBytes(srv, ns) })
 	if err != nil {
 		return err
 	}

@@ -174,14 +174,28 @@ func (b *bench) scan(ctx context.Context, url, namespace, prefix string, settle 
 // memory measures used_memory per job at rest (record and a full history)
 // and what a job in flight adds to it (liveness and evidence).
 func (b *bench) memory(ctx context.Context, srv *redistest.Server) error {
-	job := func(i int) string { return fmt.Sprintf("encode-%06d", i) }
 	base, err := usedMemory(srv)
 	if err != nil {
 		return err
 	}
-	// At rest: each job through enough runs to fill its history, each run
-	// an acquired and a released event.
-	err = seed(ctx, srv.URL, "leasectl", memoryJobs, func(s leasestore.Store, i int) error {
+	rested, running, err := restAndFlight(ctx, srv.URL, "leasectl", memoryJobs, func() (int64, error) { return usedMemory(srv) })
+	if err != nil {
+		return err
+	}
+	n := fmt.Sprintf("INFO used_memory delta over %d jobs", memoryJobs)
+	line("redis_bytes_per_inflight_job", float64(running-rested)/memoryJobs, "bytes", "target <= 400; liveness + evidence; "+n)
+	line("redis_bytes_per_job_at_rest", float64(rested-base)/memoryJobs, "bytes", fmt.Sprintf("target <= 2048; record + history of %d events; %s", leasestore.HistoryLimit, n))
+	return nil
+}
+
+// restAndFlight takes n jobs of namespace in the store at url through
+// enough runs to fill their histories (each run an acquired and a released
+// event) and measures the store, then starts a run of each and measures it
+// again: the jobs at rest, and with what running adds (their records and
+// full histories keep their size).
+func restAndFlight(ctx context.Context, url, namespace string, n int, measure func() (int64, error)) (rested, running int64, err error) {
+	job := func(i int) string { return fmt.Sprintf("encode-%06d", i) }
+	err = seed(ctx, url, namespace, n, func(s leasestore.Store, i int) error {
 		for range leasestore.HistoryLimit/2 + 1 {
 			l, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
 			if err != nil {
@@ -194,29 +208,20 @@ func (b *bench) memory(ctx context.Context, srv *redistest.Server) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	rested, err := usedMemory(srv)
-	if err != nil {
-		return err
+	if rested, err = measure(); err != nil {
+		return 0, 0, err
 	}
-	// In flight: the same jobs running again. Their records and full
-	// histories keep their size, so the difference is what running adds.
-	err = seed(ctx, srv.URL, "leasectl", memoryJobs, func(s leasestore.Store, i int) error {
+	err = seed(ctx, url, namespace, n, func(s leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
 		return err
 	})
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	running, err := usedMemory(srv)
-	if err != nil {
-		return err
-	}
-	n := fmt.Sprintf("INFO used_memory delta over %d jobs", memoryJobs)
-	line("redis_bytes_per_inflight_job", float64(running-rested)/memoryJobs, "bytes", "target <= 400; liveness + evidence; "+n)
-	line("redis_bytes_per_job_at_rest", float64(rested-base)/memoryJobs, "bytes", fmt.Sprintf("target <= 2048; record + history of %d events; %s", leasestore.HistoryLimit, n))
-	return nil
+	running, err = measure()
+	return rested, running, err
 }
 
 // usedMemory is the server's INFO used_memory.
