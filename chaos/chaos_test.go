@@ -437,13 +437,19 @@ const (
 // checkEnough closes h.enough once the run saw minHolders children and
 // minFaults faults. Called with h.mu held.
 func (h *harness) checkEnough() {
+	if h.started >= minHolders && h.faultCount() >= minFaults {
+		h.enoughOnce.Do(func() { close(h.enough) })
+	}
+}
+
+// faultCount is how many faults were injected, of every kind. Called with
+// h.mu held.
+func (h *harness) faultCount() int {
 	n := 0
 	for _, c := range h.faults {
 		n += c
 	}
-	if h.started >= minHolders && n >= minFaults {
-		h.enoughOnce.Do(func() { close(h.enough) })
-	}
+	return n
 }
 
 // chaos runs the workers under faults of the given kinds for d, and on
@@ -496,10 +502,9 @@ func (h *harness) chaos(d time.Duration, kinds []fault, want expect) int {
 		overlaps := len(violations(hs, true)) - len(found)
 		t.Logf("overlaps=%d (two children alive at once; not promised in this configuration)", overlaps)
 	}
-	nFaults := 0
-	for _, n := range h.faults {
-		nFaults += n
-	}
+	h.mu.Lock()
+	nFaults := h.faultCount()
+	h.mu.Unlock()
 	falseCrashes := h.falseCrashes()
 	t.Logf("violations=%d false_crashes=%d holders=%d faults=%d", len(found), falseCrashes, len(hs), nFaults)
 	t.Logf("faults by kind: %v; leasectl exit codes (-1: killed): %v; runs: %d", h.faults, h.exits, h.runs)
