@@ -172,13 +172,9 @@ func marks(text []byte, redis bool) (map[string]float64, error) {
 			m[k] = at
 		}
 	}
-	storeCall := "flock"
+	storeCall, releaseCall := "flock", "flock"
 	if redis {
-		storeCall = "connect"
-	}
-	releaseCall := "flock"
-	if redis {
-		releaseCall = "write"
+		storeCall, releaseCall = "connect", "write"
 	}
 	// perf names threads lazily, sometimes by their name before exec: the
 	// child is told apart by order instead. The watchdog is always exec'd
