@@ -16,6 +16,7 @@
 // CHAOS_SECONDS sets how long the fault run lasts (default 20); `make chaos`
 // runs it for 60 seconds, and with it the Sentinel and Cluster modes without
 // min_replicas, which measure how often children overlap where nothing
-// promises they will not; `make test` skips those. The package has no code
+// promises they will not, and the kills of Cluster primaries; `make test`
+// skips those. The package has no code
 // outside its tests.
 package chaos

@@ -103,6 +103,10 @@ func awaitWhole(primary func() (*redistest.Server, error), replicas int) error {
 	}
 }
 
+// longRun reports whether CHAOS_SECONDS is set, as `make chaos` sets it:
+// the faults that depend most on a loaded machine run only then.
+func longRun() bool { return os.Getenv("CHAOS_SECONDS") != "" }
+
 // measurementOnly skips a chaos mode whose point is a figure (how often
 // children overlap where nothing promises they will not) unless
 // CHAOS_SECONDS is set, as `make chaos` sets it. Its checks are the ones
@@ -111,7 +115,7 @@ func awaitWhole(primary func() (*redistest.Server, error), replicas int) error {
 // would fail `make test` for a figure.
 func measurementOnly(t *testing.T) {
 	t.Helper()
-	if os.Getenv("CHAOS_SECONDS") == "" {
+	if !longRun() {
 		t.Skip("a measurement of overlaps without min_replicas: make chaos runs it")
 	}
 }
@@ -147,10 +151,14 @@ func TestChaosSentinelAsync(t *testing.T) {
 	h.chaos(duration(t), append(sentinelFaults(topo, sentinelReplicas), killSupervisor, killChild), overlapsReported)
 }
 
-// clusterFaults are the faults of a Redis Cluster: the primary that holds
-// the job's keys SIGKILLed (its replica takes over; the old primary comes
-// back as a replica) and slots moved between primaries while leases run
-// (clients follow MOVED and ASK).
+// clusterFaults are the faults of a Redis Cluster: slots moved between
+// primaries while leases run (clients follow MOVED and ASK) and, in a long
+// run (make chaos), the primary that holds the job's keys SIGKILLed (its
+// replica takes over; the old primary comes back as a replica). make test
+// leaves the kills out: on a loaded 2-core machine Redis Cluster sometimes
+// neither elects a replica nor takes a forced takeover within 30 s, which
+// fails the run for Redis's sake. make test still kills primaries in the
+// Sentinel mode.
 func clusterFaults(c *redistest.Cluster, namespace string) []fault {
 	nodes := append(append([]*redistest.Server{}, c.Masters...), c.Replicas...)
 	kill := fault{"kill-cluster-primary", func(h *harness, _ *rand.Rand) (bool, error) {
@@ -178,6 +186,9 @@ func clusterFaults(c *redistest.Cluster, namespace string) []fault {
 		from, to := masters[i], masters[(i+1)%len(masters)]
 		return true, redistest.Reshard(from, to, 1000+rng.IntN(2000))
 	}}
+	if !longRun() {
+		return []fault{reshard}
+	}
 	return []fault{kill, reshard}
 }
 
