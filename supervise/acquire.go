@@ -88,27 +88,27 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		timeout = t.C()
 	}
 	for {
-		var err error
 		if cfg.Wait && sub == nil {
-			// Subscribe before the first attempt: a release between a
-			// refused attempt and the subscription would otherwise be
-			// missed.
+			// Subscribe before the attempt: a release between a refused
+			// attempt and the subscription would otherwise be missed. A
+			// subscription refused (a registry at its limit, a store
+			// failing) does not stop the attempt: the lease may be free,
+			// and a refused attempt still wakes at the holder's expiry.
+			var err error
 			if sub, err = s.Store.Subscribe(ctx, cfg.Job); err == nil {
 				released = sub.Released()
+			} else {
+				log.Warn().Err(err).Msg("cannot watch for the lease's release; trying it now, and again at the holder's expiry")
 			}
 		}
+		lease, sent, err := s.ask(ctx, cfg, req, log)
+		unanswered = errors.Is(err, errUnanswered)
 		if err == nil {
-			var lease *leasestore.Lease
-			var sent time.Time
-			lease, sent, err = s.ask(ctx, cfg, req, log)
-			unanswered = errors.Is(err, errUnanswered)
-			if err == nil {
-				if c := lease.Recovered; c != nil {
-					log.Warn().Str("crashed_worker", c.Holder).Str("crashed_host", c.Host).Int("crashes", c.Crashes).
-						Msg("counted the previous run's crash: its supervisor vanished")
-				}
-				return lease, sent, Ending{}, false, nil
+			if c := lease.Recovered; c != nil {
+				log.Warn().Str("crashed_worker", c.Holder).Str("crashed_host", c.Host).Int("crashes", c.Crashes).
+					Msg("counted the previous run's crash: its supervisor vanished")
 			}
+			return lease, sent, Ending{}, false, nil
 		}
 		var wake time.Duration
 		var held *leasestore.HeldError

@@ -163,7 +163,8 @@ type fakeStore struct {
 	released chan leasestore.Outcome
 	failRels []error // what the next Release calls fail with
 	lates    []leasestore.LateOutcome
-	failLate error // what RecordLate fails with
+	failLate error   // what RecordLate fails with
+	failSubs []error // what the next Subscribe calls fail with
 	notify   chan struct{}
 }
 
@@ -306,7 +307,21 @@ func (o *fakeOutbox) contents() []leasestore.LateOutcome {
 	return slices.Clone(o.kept)
 }
 
+// failSubscribes makes the next Subscribe calls fail with errs, in order.
+func (f *fakeStore) failSubscribes(errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failSubs = append(f.failSubs, errs...)
+}
+
 func (f *fakeStore) Subscribe(context.Context, string) (leasestore.Subscription, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.failSubs) > 0 {
+		err := f.failSubs[0]
+		f.failSubs = f.failSubs[1:]
+		return nil, err
+	}
 	return fakeSub{f.notify}, nil
 }
 

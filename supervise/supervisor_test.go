@@ -308,6 +308,31 @@ func TestWaitRetriesWhenTheHoldersTTLRunsOut(t *testing.T) {
 	h.end(Exit{Code: 0})
 }
 
+// errSubscriptionsFull is how a registry at its subscription limit answers.
+var errSubscriptionsFull = &leasestore.UnavailableError{Op: "subscribe", Err: errors.New("too_many_subscriptions")}
+
+func TestWaitTriesTheLeaseWhenItCannotSubscribe(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.store.failSubscribes(errSubscriptionsFull)
+	h.store.grant(11)
+	h.start()
+	h.waitStarted() // the lease was free: no subscription needed to take it
+	h.end(Exit{Code: 0})
+}
+
+func TestWaitWithoutSubscriptionWakesAtTheHoldersExpiry(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.store.failSubscribes(errSubscriptionsFull)
+	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: 2 * time.Second})
+	h.store.grant(11)
+	h.start()
+	<-h.held
+	h.clock.awaitTimer(t, h.clock.Now().Add(2*time.Second+waitMargin))
+	h.clock.Advance(2*time.Second + waitMargin)
+	h.waitStarted()
+	h.end(Exit{Code: 0})
+}
+
 func TestWaitTimeout(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.WaitTimeout = time.Second })
 	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Hour})
