@@ -37,7 +37,14 @@ func leasectlBinary(t *testing.T, env []string, args ...string) binaryResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, args...)
+	return runCommand(t, env, append([]string{bin}, args...))
+}
+
+// runCommand runs argv with env, and returns what it printed and its exit
+// status; a run that outlasts binaryHangGuard fails the test.
+func runCommand(t *testing.T, env []string, argv []string) binaryResult {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -46,12 +53,13 @@ func leasectlBinary(t *testing.T, env []string, args ...string) binaryResult {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(binaryHangGuard):
 		_ = cmd.Process.Kill()
 		<-done
-		t.Fatalf("leasectl %q hung; stderr so far: %s", args, errOut.String())
+		t.Fatalf("%q hung; stderr so far: %s", argv, errOut.String())
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
