@@ -164,6 +164,8 @@ func (h *harness) leasectl(args ...string) *exec.Cmd {
 		"LEASECTL_STORE="+h.url,
 		"LEASECTL_NAMESPACE=chaos",
 		"LEASECTL_LOG_FORMAT=json",
+		// Info: a late outcome delivered from the outbox is logged there.
+		"LEASECTL_LOG_LEVEL=info",
 		"XDG_STATE_HOME="+h.state,
 	)
 	return cmd
@@ -416,8 +418,13 @@ func (h *harness) inject(stop <-chan struct{}, kinds []fault) {
 type expect int
 
 const (
-	// exclusive: no two children alive at once, tokens rise.
-	exclusive expect = iota
+	// exactCrashes: exclusive, and no false crash (see falseCrashes): the
+	// store keeps every write it acknowledged, releases included.
+	exactCrashes expect = iota
+	// exclusive: no two children alive at once, tokens rise; false crashes
+	// are reported (a failover may lose a release, which is not waited for
+	// on replicas).
+	exclusive
 	// tokensRise: tokens rise; children may overlap, since the faults make
 	// the store lose acknowledged writes (fencing protects the downstream).
 	tokensRise
@@ -455,9 +462,9 @@ func (h *harness) faultCount() int {
 // chaos runs the workers under faults of the given kinds for d, and on
 // until the run has seen enough to show anything (for at most 2·d more: a
 // deployment that spends most of a run failing over, on a loaded machine,
-// serves few leases), stops them, checks the children's records against
-// want, and returns the false crashes it counted (see falseCrashes).
-func (h *harness) chaos(d time.Duration, kinds []fault, want expect) int {
+// serves few leases), stops them, and checks the children's records and
+// the crashes counted against want.
+func (h *harness) chaos(d time.Duration, kinds []fault, want expect) {
 	t := h.t
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -491,7 +498,7 @@ func (h *harness) chaos(d time.Duration, kinds []fault, want expect) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := violations(hs, want == exclusive)
+	found := violations(hs, want <= exclusive)
 	for _, v := range found {
 		t.Errorf("violation: %s", v)
 	}
@@ -508,18 +515,24 @@ func (h *harness) chaos(d time.Duration, kinds []fault, want expect) int {
 	falseCrashes := h.falseCrashes()
 	t.Logf("violations=%d false_crashes=%d holders=%d faults=%d", len(found), falseCrashes, len(hs), nFaults)
 	t.Logf("faults by kind: %v; leasectl exit codes (-1: killed): %v; runs: %d", h.faults, h.exits, h.runs)
+	if want == exactCrashes && falseCrashes > 0 {
+		t.Errorf("%d false crashes: runs whose workers did not die were counted as crashes, and their outcomes never reached the store", falseCrashes)
+	}
 	if len(hs) < minHolders || nFaults < minFaults {
 		t.Errorf("only %d holders and %d faults in %s: too few to show anything", len(hs), nFaults, 3*d)
 	}
-	return falseCrashes
 }
 
 // falseCrashes delivers what the runs kept in the host's outbox (as the
 // host's next leasectl would), then counts the crashes the runs' acquires
 // counted for a run whose supervisor did not die (it exited by itself) and
-// that no late outcome withdrew: crashes that are not a worker's death.
-// The crashes of children killed by a signal are recorded by their own
-// supervisors' releases, and are not among them.
+// whose real outcome never reached the store, neither from the run itself
+// nor through the outbox: crashes that are not a worker's death, left
+// uncorrected. The crashes of children killed by a signal are recorded by
+// their own supervisors' releases, and are not among them. (What a late
+// outcome corrects, given the history, is the stores' conformance rules'
+// concern: a crash whose streak a completed run ended meanwhile is
+// recorded but has nothing left to withdraw.)
 func (h *harness) falseCrashes() int {
 	t := h.t
 	deliver := h.leasectl("scan")
@@ -534,15 +547,18 @@ func (h *harness) falseCrashes() int {
 	}
 	logFile.Close()
 	var counted []string // workers whose crash was counted, in order
-	withdrawn := map[string]bool{}
+	recorded := map[string]bool{}
+	withdrawn := 0
 	logs, _ := filepath.Glob(filepath.Join(h.logs, "*.log"))
 	for _, name := range logs {
 		b, _ := os.ReadFile(name)
 		for _, line := range strings.Split(string(b), "\n") {
+			// A late outcome's line names the run it delivered as its
+			// (last) worker, and says whether it withdrew a crash.
 			var l struct {
 				Worker         string `json:"worker"`
 				CrashedWorker  string `json:"crashed_worker"`
-				CrashWithdrawn bool   `json:"crash_withdrawn"`
+				CrashWithdrawn *bool  `json:"crash_withdrawn"`
 			}
 			if json.Unmarshal([]byte(line), &l) != nil {
 				continue
@@ -550,11 +566,15 @@ func (h *harness) falseCrashes() int {
 			if l.CrashedWorker != "" {
 				counted = append(counted, l.CrashedWorker)
 			}
-			if l.CrashWithdrawn {
-				withdrawn[l.Worker] = true
+			if l.CrashWithdrawn != nil {
+				recorded[l.Worker] = true
+				if *l.CrashWithdrawn {
+					withdrawn++
+				}
 			}
 		}
 	}
+	t.Logf("late outcomes recorded: %d, crashes they withdrew: %d", len(recorded), withdrawn)
 	died := map[string]bool{}
 	h.mu.Lock()
 	for worker, code := range h.exitOf {
@@ -563,14 +583,15 @@ func (h *harness) falseCrashes() int {
 		}
 	}
 	h.mu.Unlock()
-	n := 0
+	var falses []string
 	for _, w := range counted {
-		if !died[w] && !withdrawn[w] {
+		if !died[w] && !recorded[w] {
 			t.Logf("false crash: worker %s exited by itself, yet its run was counted as a crash", w)
-			n++
+			falses = append(falses, `"`+w+`"`)
 		}
 	}
-	return n
+	h.logLinesWith(falses)
+	return len(falses)
 }
 
 // logTokens logs the supervisors' log lines about the tokens named in the
@@ -584,11 +605,16 @@ func (h *harness) logTokens(found []string) {
 			}
 		}
 	}
+	h.logLinesWith(tokens)
+}
+
+// logLinesWith logs every line of the runs' logs that holds one of words.
+func (h *harness) logLinesWith(words []string) {
 	logs, _ := filepath.Glob(filepath.Join(h.logs, "*.log"))
 	for _, name := range logs {
 		b, _ := os.ReadFile(name)
 		for _, line := range strings.Split(string(b), "\n") {
-			if slices.ContainsFunc(tokens, func(tok string) bool { return strings.Contains(line, tok) }) {
+			if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(line, w) }) {
 				h.t.Logf("%s: %s", filepath.Base(name), line)
 			}
 		}
@@ -629,13 +655,8 @@ func TestChaos(t *testing.T) {
 	h := newHarness(t, "chaos", "redis://"+p.Addr()+u.Path)
 	// Stopped supervisors come twice as often as the rest: only the watchdog
 	// stands between a frozen supervisor's child and the next holder.
-	falseCrashes := h.chaos(duration(t), []fault{killSupervisor, stopSupervisor, stopSupervisor, killChild, killWaiter,
-		freezeRedis(srv), dropReplies(p)}, exclusive)
-	if falseCrashes != 0 {
-		// Reported, not failed: one false crash was seen in four runs on a
-		// heavily loaded machine, and its cause is not found yet (issue 11).
-		t.Logf("false_crashes=%d: runs whose workers did not die were left counted as crashes", falseCrashes)
-	}
+	h.chaos(duration(t), []fault{killSupervisor, stopSupervisor, stopSupervisor, killChild, killWaiter,
+		freezeRedis(srv), dropReplies(p)}, exactCrashes)
 }
 
 // TestChaosRedisRestarts adds restarts of a Redis without persistence: the

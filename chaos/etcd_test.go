@@ -100,5 +100,5 @@ func leaderFaults(c *etcdtest.Cluster) []fault {
 // see enough holders.
 func TestChaosEtcd(t *testing.T) {
 	h, c := newEtcdHarness(t, "chaos-etcd")
-	h.chaos(max(duration(t), 30*time.Second), append([]fault{killSupervisor, stopSupervisor, killChild, killChild, killWaiter}, leaderFaults(c)...), exclusive)
+	h.chaos(max(duration(t), 30*time.Second), append([]fault{killSupervisor, stopSupervisor, killChild, killChild, killWaiter}, leaderFaults(c)...), exactCrashes)
 }

@@ -54,5 +54,5 @@ func postgresFaults(pg *pgtest.Server) []fault {
 func TestChaosPostgres(t *testing.T) {
 	h, pg := newPostgresHarness(t, "chaos-pg")
 	kinds := append([]fault{killSupervisor, stopSupervisor, killChild, killWaiter}, postgresFaults(pg)...)
-	h.chaos(max(duration(t)/2, 10*time.Second), kinds, exclusive)
+	h.chaos(max(duration(t)/2, 10*time.Second), kinds, exactCrashes)
 }
