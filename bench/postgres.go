@@ -32,7 +32,7 @@ func (b *bench) postgres() error {
 		return nil
 	}
 	defer srv.Stop()
-	p := &pgBench{bench: b, srv: srv, url: srv.URL}
+	p := &pgBench{bench: b, srv: srv, url: srv.URL, preferURL: strings.Replace(srv.URL, "sslmode=disable", "sslmode=prefer", 1)}
 	q := url.Values{"host": {srv.SocketDir}, "port": {strconv.Itoa(srv.Port)}, "user": {pgtest.Superuser}}
 	p.socketURL = "postgres:///postgres?" + q.Encode()
 	for _, step := range []func() error{p.init, p.startup, p.handoff, p.failover, p.failFast, p.storeFigures} {
@@ -48,6 +48,7 @@ type pgBench struct {
 	*bench
 	srv       *pgtest.Server
 	url       string // TCP, SCRAM password
+	preferURL string // same with sslmode=prefer, libpq's default: the server has no TLS
 	socketURL string // Unix socket, no password
 }
 
@@ -98,7 +99,8 @@ func pgxPackage(pkg string) bool {
 }
 
 // startup times `leasectl run --job j -- true` on PostgreSQL (TCP with a
-// SCRAM password, and the Unix socket) and on Redis, interleaved.
+// SCRAM password, without and with sslmode=prefer, and the Unix socket)
+// and on Redis, interleaved.
 func (p *pgBench) startup() error {
 	if out, err := p.leasectlAt(p.url, "store", "migrate").CombinedOutput(); err != nil {
 		return fmt.Errorf("store migrate: %v: %s", err, out)
@@ -107,6 +109,7 @@ func (p *pgBench) startup() error {
 		{"run_redis", func() *exec.Cmd { return p.leasectlCmd(true, "run", "--job", "j", "--", "true") }},
 		{"run_postgres", func() *exec.Cmd { return p.leasectlAt(p.url, "run", "--job", "j", "--", "true") }},
 		{"run_postgres_socket", func() *exec.Cmd { return p.leasectlAt(p.socketURL, "run", "--job", "j", "--", "true") }},
+		{"run_postgres_prefer", func() *exec.Cmd { return p.leasectlAt(p.preferURL, "run", "--job", "j", "--", "true") }},
 	}
 	bouncer, err := p.srv.StartPgBouncer()
 	switch {
@@ -135,6 +138,7 @@ func (p *pgBench) startup() error {
 	n := fmt.Sprintf("median of %d runs interleaved with Redis's", startupRounds)
 	line("run_postgres_ms", med("run_postgres"), "ms", "leasectl run --job j -- true, local PostgreSQL over TCP, SCRAM password; "+n)
 	line("run_postgres_socket_ms", med("run_postgres_socket"), "ms", "same over the Unix socket, no password")
+	line("run_postgres_prefer_ms", med("run_postgres_prefer"), "ms", "same over TCP with sslmode=prefer (the default) and a server without TLS: asked on the run's one connection")
 	line("run_postgres_vs_redis", med("run_postgres")/med("run_redis"), "x", fmt.Sprintf("target <= 1.5; Redis %.2f ms in the same rounds", med("run_redis")))
 	line("run_postgres_socket_vs_redis", med("run_postgres_socket")/med("run_redis"), "x", "reference")
 	if bouncer != nil {

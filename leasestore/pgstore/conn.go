@@ -52,6 +52,10 @@ func (s *Store) dial(ctx context.Context, cfg *pgconn.Config) (*pgconn.PgConn, e
 	if s.closed.Load() {
 		return nil, errClosed
 	}
+	if s.preferTLS != nil {
+		cfg = cfg.Copy()
+		cfg.DialFunc = negotiatingDial(cfg.DialFunc, s.preferTLS)
+	}
 	return pgconn.ConnectConfig(ctx, cfg)
 }
 

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,6 +37,9 @@ type Store struct {
 	ns       string
 	addr     string // for messages
 	password string // only to scrub it from messages
+	// preferTLS is the TLS configuration of a sslmode=prefer URL, which
+	// dial asks the server for on the connection itself (tlsprefer.go).
+	preferTLS *tls.Config
 
 	idle   chan *pgconn.PgConn // connections waiting for a call
 	slots  chan struct{}       // one per open connection, up to poolSize

@@ -63,11 +63,12 @@ func Open(rawURL, namespace string) (*Store, error) {
 		cfg.RuntimeParams["application_name"] = defaultApplicationName
 	}
 	s := &Store{
-		cfg:      cfg,
-		ns:       namespace,
-		password: cfg.Password,
-		idle:     make(chan *pgconn.PgConn, poolSize),
-		slots:    make(chan struct{}, poolSize),
+		cfg:       cfg,
+		ns:        namespace,
+		password:  cfg.Password,
+		preferTLS: preferTLS(cfg),
+		idle:      make(chan *pgconn.PgConn, poolSize),
+		slots:     make(chan struct{}, poolSize),
 	}
 	if strings.HasPrefix(cfg.Host, "/") {
 		s.addr = cfg.Host
