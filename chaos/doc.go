@@ -10,6 +10,16 @@
 // two records lived a little longer than its last record says, so a very
 // short overlap can go unseen, but every overlap reported is real.
 //
+// The runs' logs also say which crashes were counted, and for whom. A run
+// whose worker did not die (its supervisor exited by itself) yet whose
+// crash was counted is a false crash unless its real outcome reached the
+// store late, from the run itself or through the host's outbox (delivered
+// at the end by a scan, as the host's next leasectl would). On the stores
+// that keep every write they acknowledged (a single Redis frozen or with
+// its replies dropped, etcd, PostgreSQL) a false crash fails the test;
+// Sentinel and Cluster report the figure, since a failover may lose a
+// release, which is not waited for on replicas.
+//
 // TestChaosEtcd runs the same loop against a 3-member etcd cluster, with the
 // leader SIGKILLed (and restarted) and SIGSTOPped among the faults.
 //
