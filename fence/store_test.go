@@ -15,6 +15,7 @@ import (
 	"github.com/leasectl/leasectl/internal/pgtest"
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/internal/registrytest"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/etcdstore"
 	"github.com/leasectl/leasectl/leasestore/filestore"
@@ -24,40 +25,14 @@ import (
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
 
-// testRedis, testEtcd and testPG are the package's redis-server,
-// single-member etcd and PostgreSQL, started by TestMain; testRedisErr,
-// testEtcdErr and testPGErr say why one is missing.
+// The package's shared redis-server, single-member etcd and PostgreSQL.
 var (
-	testRedis    *redistest.Server
-	testRedisErr error
-	testEtcd     *etcdtest.Cluster
-	testEtcdErr  error
-	testPG       *pgtest.Server
-	testPGErr    error
+	testRedis = testserver.Share("test redis-server", redistest.Start, redistest.Options{})
+	testEtcd  = testserver.Share("test etcd", etcdtest.Start, etcdtest.Options{})
+	testPG    = testserver.Share("test PostgreSQL", pgtest.Start, pgtest.Options{})
 )
 
-func TestMain(m *testing.M) {
-	testRedis, testRedisErr = redistest.Start(redistest.Options{})
-	testEtcd, testEtcdErr = etcdtest.Start(etcdtest.Options{})
-	testPG, testPGErr = pgtest.Start(pgtest.Options{})
-	code := m.Run()
-	if testPG != nil {
-		if err := testPG.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	if testRedis != nil {
-		if err := testRedis.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	if testEtcd != nil {
-		if err := testEtcd.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testserver.Run(m, testRedis, testEtcd, testPG)) }
 
 // realStore is one kind of real store, as the tests open it.
 type realStore struct {
@@ -72,30 +47,26 @@ var namespaces atomic.Int64
 
 var realStores = []realStore{
 	{"redis", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
-		if testRedisErr != nil {
-			t.Fatalf("test redis-server: %v", testRedisErr)
-		}
+		srv := testRedis.Get(t)
 		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
 		wipe := func() {
-			if _, err := testRedis.Do("FLUSHALL"); err != nil {
+			if _, err := srv.Do("FLUSHALL"); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return openRedis(t, testRedis.URL, ns), openRedis(t, testRedis.URL, ns), wipe
+		return openRedis(t, srv.URL, ns), openRedis(t, srv.URL, ns), wipe
 	}},
 	{"postgres", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
-		if testPGErr != nil {
-			t.Fatalf("test PostgreSQL: %v", testPGErr)
-		}
+		srv := testPG.Get(t)
 		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
 		wipe := func() {
 			// The namespace's tables (leasestore/pgstore, sql/tables_v1.sql),
 			// as an operator cleaning up by hand would lose them.
-			if err := testPG.Exec(fmt.Sprintf(`TRUNCATE %[1]q.jobs, %[1]q.runs, %[1]q.history`, ns)); err != nil {
+			if err := srv.Exec(fmt.Sprintf(`TRUNCATE %[1]q.jobs, %[1]q.runs, %[1]q.history`, ns)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return openPG(t, testPG.URL, ns), openPG(t, testPG.URL, ns), wipe
+		return openPG(t, srv.URL, ns), openPG(t, srv.URL, ns), wipe
 	}},
 	{"embedded", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
 		dir := t.TempDir()
@@ -123,18 +94,16 @@ var realStores = []realStore{
 		return reg.Open(t, "leasectl", registrytest.ReaderToken), reg.Open(t, "leasectl", registrytest.WorkerToken), wipe
 	}},
 	{"etcd", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
-		if testEtcdErr != nil {
-			t.Fatalf("test etcd: %v", testEtcdErr)
-		}
+		c := testEtcd.Get(t)
 		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
 		wipe := func() {
 			// The etcd store's keys of ns start with "ns#"; '$' follows '#'.
 			body := map[string]any{"key": []byte(ns + "#"), "range_end": []byte(ns + "$")}
-			if err := testEtcd.Members[0].Do(t.Context(), "/v3/kv/deleterange", body, nil); err != nil {
+			if err := c.Members[0].Do(t.Context(), "/v3/kv/deleterange", body, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return openEtcd(t, testEtcd.URL(), ns), openEtcd(t, testEtcd.URL(), ns), wipe
+		return openEtcd(t, c.URL(), ns), openEtcd(t, c.URL(), ns), wipe
 	}},
 }
 
@@ -155,42 +124,22 @@ func patternsFor(t *testing.T, kind realStore) []Pattern {
 
 func openEtcd(t *testing.T, url, ns string) leasestore.Store {
 	t.Helper()
-	s, err := etcdstore.Open(url, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return storetest.Open(t, etcdstore.Open, url, ns)
 }
 
 func openRedis(t *testing.T, url, ns string) leasestore.Store {
 	t.Helper()
-	s, err := redisstore.Open(url, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return storetest.Open(t, redisstore.Open, url, ns)
 }
 
 func openPG(t *testing.T, url, ns string) leasestore.Store {
 	t.Helper()
-	s, err := pgstore.Open(url, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return storetest.Open(t, pgstore.Open, url, ns)
 }
 
 func openEmbedded(t *testing.T, dir string) leasestore.Store {
 	t.Helper()
-	s, err := filestore.Open(dir, "leasectl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return storetest.Open(t, filestore.Open, dir, "leasectl")
 }
 
 // settle waits, with WriteThrough, until every change the store published
@@ -281,7 +230,7 @@ func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 		c, _ := checker(t, checked, Options{Pattern: WriteThrough})
 		zombie := storetest.Acquire(t, holder, storetest.Request("job", "a", storetest.LongTTL))
 		accept(t, c, "job", zombie.Token)
-		if _, err := testRedis.Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+		if _, err := testRedis.Get(t).Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
 			t.Fatal(err)
 		}
 		storetest.Release(t, holder, zombie, leasestore.ResultFailed)
@@ -297,12 +246,10 @@ func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 	})
 
 	t.Run("PostgreSQL connection terminated", func(t *testing.T) {
-		if testPGErr != nil {
-			t.Fatalf("test PostgreSQL: %v", testPGErr)
-		}
+		srv := testPG.Get(t)
 		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
-		checked := openPG(t, testPG.URL+"&application_name="+ns, ns)
-		holder := openPG(t, testPG.URL, ns)
+		checked := openPG(t, srv.URL+"&application_name="+ns, ns)
+		holder := openPG(t, srv.URL, ns)
 		c, _ := checker(t, checked, Options{Pattern: WriteThrough})
 		zombie := storetest.Acquire(t, holder, storetest.Request("job", "a", storetest.LongTTL))
 		accept(t, c, "job", zombie.Token)
@@ -312,7 +259,7 @@ func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 		}
 		// Every backend of the checker's store, its feed's among them, as an
 		// operator's pg_terminate_backend or a failover would end them.
-		rows, err := testPG.Query(fmt.Sprintf("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "+
+		rows, err := srv.Query(fmt.Sprintf("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "+
 			"WHERE application_name = '%s'", ns))
 		if err != nil || len(rows) == 0 {
 			t.Fatalf("terminating the checker's backends: %q, %v", rows, err)
@@ -328,16 +275,14 @@ func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 	})
 
 	t.Run("subscription refused", func(t *testing.T) {
-		if testRedisErr != nil {
-			t.Fatalf("test redis-server: %v", testRedisErr)
-		}
+		srv := testRedis.Get(t)
 		user := fmt.Sprintf("checker%d", namespaces.Add(1))
-		if _, err := testRedis.Do("ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all"); err != nil {
+		if _, err := srv.Do("ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all"); err != nil {
 			t.Fatal(err)
 		}
 		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
-		checked := openRedis(t, strings.Replace(testRedis.URL, "redis://", "redis://"+user+":pw@", 1), ns)
-		holder := openRedis(t, testRedis.URL, ns)
+		checked := openRedis(t, strings.Replace(srv.URL, "redis://", "redis://"+user+":pw@", 1), ns)
+		holder := openRedis(t, srv.URL, ns)
 		c, clock := checker(t, checked, Options{Pattern: WriteThrough, Heartbeat: time.Second, MaxLag: 3 * time.Second})
 		zombie := storetest.Acquire(t, holder, storetest.Request("job", "a", storetest.LongTTL))
 		accept(t, c, "job", zombie.Token)
@@ -348,7 +293,7 @@ func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 
 		// Redis disconnects a subscriber whose channels are revoked, and
 		// refuses its subscriptions from then on: the feed stays cut.
-		if _, err := testRedis.Do("ACL", "SETUSER", user, "resetchannels"); err != nil {
+		if _, err := srv.Do("ACL", "SETUSER", user, "resetchannels"); err != nil {
 			t.Fatal(err)
 		}
 		storetest.Release(t, holder, zombie, leasestore.ResultFailed)
@@ -367,7 +312,7 @@ func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 
 		// Channels allowed again: a heartbeat subscribes once more, the watch
 		// reads the job, and memory answers again.
-		if _, err := testRedis.Do("ACL", "SETUSER", user, "allchannels"); err != nil {
+		if _, err := srv.Do("ACL", "SETUSER", user, "allchannels"); err != nil {
 			t.Fatal(err)
 		}
 		for beats := 1; ; beats++ {

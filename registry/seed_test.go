@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"fmt"
 	"net/http"
 	"os"
 	"strconv"
@@ -10,29 +9,17 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/internal/redistest"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/leasestore/redisstore"
 	"github.com/leasectl/leasectl/registry/api"
 )
 
-// testRedis is the package's redis-server, started by TestMain;
-// testRedisErr says why it is missing.
-var (
-	testRedis    *redistest.Server
-	testRedisErr error
-)
+// testRedis is the package's redis-server.
+var testRedis = testserver.Share("test redis-server", redistest.Start, redistest.Options{})
 
-func TestMain(m *testing.M) {
-	testRedis, testRedisErr = redistest.Start(redistest.Options{})
-	code := m.Run()
-	if testRedis != nil {
-		if err := testRedis.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testserver.Run(m, testRedis)) }
 
 // realStores are the stores the seed's scenarios run against, each fresh.
 func realStores(t *testing.T) map[string]func(t *testing.T) leasestore.Store {
@@ -45,13 +32,11 @@ func realStores(t *testing.T) map[string]func(t *testing.T) leasestore.Store {
 			return s
 		},
 		"redis": func(t *testing.T) leasestore.Store {
-			if testRedisErr != nil {
-				t.Fatalf("test redis-server: %v", testRedisErr)
-			}
-			if _, err := testRedis.Do("FLUSHALL"); err != nil {
+			srv := testRedis.Get(t)
+			if _, err := srv.Do("FLUSHALL"); err != nil {
 				t.Fatal(err)
 			}
-			s, err := redisstore.Open(testRedis.URL, testNamespace)
+			s, err := redisstore.Open(srv.URL, testNamespace)
 			if err != nil {
 				t.Fatal(err)
 			}

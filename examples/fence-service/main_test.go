@@ -13,22 +13,16 @@ import (
 
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/internal/testenv"
+	"github.com/leasectl/leasectl/internal/testserver"
 )
 
 var (
-	testRedis    *redistest.Server
-	testRedisErr error
-	binDir       string // holds the built fence-service
+	testRedis = testserver.Share("test redis-server", redistest.Start, redistest.Options{})
+	binDir    string // holds the built fence-service
 )
 
 func TestMain(m *testing.M) {
-	testRedis, testRedisErr = redistest.Start(redistest.Options{})
-	code := m.Run()
-	if testRedis != nil {
-		if err := testRedis.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
+	code := testserver.Run(m, testRedis)
 	testenv.Cleanup()
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
@@ -97,17 +91,15 @@ func startService(t *testing.T, service string, args ...string) string {
 // after the second run's (a zombie), is refused with 409 and changes
 // nothing.
 func TestFenceServiceRefusesTheOvertakenRun(t *testing.T) {
-	if testRedisErr != nil {
-		t.Fatalf("test redis-server: %v", testRedisErr)
-	}
+	srv := testRedis.Get(t)
 	leasectl, service := binaries(t)
 	reports := t.TempDir()
 	for _, pattern := range []string{"authoritative", "bounded-staleness", "write-through"} {
 		t.Run(pattern, func(t *testing.T) {
 			ns := "example-" + pattern
-			url := startService(t, service, "--store", testRedis.URL, "--namespace", ns, "--dir", reports, "--pattern", pattern) + "/reports/nightly-" + pattern
+			url := startService(t, service, "--store", srv.URL, "--namespace", ns, "--dir", reports, "--pattern", pattern) + "/reports/nightly-" + pattern
 			report := filepath.Join(reports, "nightly-"+pattern)
-			env := append(os.Environ(), "LEASECTL_STORE="+testRedis.URL, "LEASECTL_NAMESPACE="+ns)
+			env := append(os.Environ(), "LEASECTL_STORE="+srv.URL, "LEASECTL_NAMESPACE="+ns)
 
 			// Each run writes its report and leaves its token behind.
 			runWrites := func(body string) string {

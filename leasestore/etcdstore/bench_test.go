@@ -29,7 +29,7 @@ func BenchmarkStore(b *testing.B) {
 func BenchmarkRenewRoundTrip(b *testing.B) {
 	for _, name := range []string{"none", "measured", "moving"} {
 		b.Run(name, func(b *testing.B) {
-			s := openEtcd(b, sharedEtcd(b).URL(), freshNamespace())
+			s := openEtcd(b, testEtcd.Get(b).URL(), freshNamespace())
 			l, err := s.Acquire(b.Context(), storetest.RealisticRequest("bench-job", time.Minute))
 			if err != nil {
 				b.Fatal(err)

@@ -12,37 +12,15 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/internal/etcdtest"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
 
-// testEtcd is the package's shared single-member etcd, started by
-// TestMain; testEtcdErr says why it is missing.
-var (
-	testEtcd    *etcdtest.Cluster
-	testEtcdErr error
-)
+// testEtcd is the package's shared single-member etcd.
+var testEtcd = testserver.Share("test etcd", etcdtest.Start, etcdtest.Options{})
 
-func TestMain(m *testing.M) {
-	testEtcd, testEtcdErr = etcdtest.Start(etcdtest.Options{})
-	code := m.Run()
-	if testEtcd != nil {
-		if err := testEtcd.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
-
-// sharedEtcd returns the package's etcd, failing the test when it could not
-// be started.
-func sharedEtcd(t testing.TB) *etcdtest.Cluster {
-	t.Helper()
-	if testEtcdErr != nil {
-		t.Fatalf("test etcd: %v", testEtcdErr)
-	}
-	return testEtcd
-}
+func TestMain(m *testing.M) { os.Exit(testserver.Run(m, testEtcd)) }
 
 var namespaces atomic.Int64
 
@@ -52,12 +30,7 @@ func freshNamespace() string { return fmt.Sprintf("et%d", namespaces.Add(1)) }
 // openEtcd opens a client closed when the test ends.
 func openEtcd(t testing.TB, rawURL, namespace string) *Store {
 	t.Helper()
-	s, err := Open(rawURL, namespace)
-	if err != nil {
-		t.Fatalf("Open(%s): %v", leasestore.Redact(rawURL), err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return storetest.Open(t, Open, rawURL, namespace)
 }
 
 // deletePrefix deletes every key of namespace ns, as an operator's
@@ -89,7 +62,7 @@ func (harness) Abilities() storetest.Abilities {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, harness{sharedEtcd(t)})
+	storetest.Run(t, harness{testEtcd.Get(t)})
 }
 
 // call bounds a call the way the supervisor does.
@@ -200,7 +173,7 @@ func TestEtcdFailsOverToTheNextEndpoint(t *testing.T) {
 	if err := dead.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	s := openEtcd(t, "etcd://"+dead.Endpoints()+","+sharedEtcd(t).Endpoints(), freshNamespace())
+	s := openEtcd(t, "etcd://"+dead.Endpoints()+","+testEtcd.Get(t).Endpoints(), freshNamespace())
 	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
 	storetest.Release(t, s, l, leasestore.ResultCompleted)
 }
@@ -253,7 +226,7 @@ func TestEtcdFrozenMemberReturnsAtDeadline(t *testing.T) {
 func TestEtcdRenewRefusedAfterTheKeysWereDeleted(t *testing.T) {
 	for name, rtt := range map[string]time.Duration{"no round trip": 0, "a round trip to write": 40 * time.Millisecond} {
 		t.Run(name, func(t *testing.T) {
-			c := sharedEtcd(t)
+			c := testEtcd.Get(t)
 			ns := freshNamespace()
 			s := openEtcd(t, c.URL(), ns)
 			l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
@@ -278,7 +251,7 @@ func TestEtcdRenewRefusedAfterTheKeysWereDeleted(t *testing.T) {
 // revision stays), one past it is, and a renewal by a client that did not
 // acquire the lease still keeps it.
 func TestEtcdRenewWritesTheRoundTripOnlyWhenItMoved(t *testing.T) {
-	c := sharedEtcd(t)
+	c := testEtcd.Get(t)
 	s := openEtcd(t, c.URL(), freshNamespace())
 	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
 	evidenceRevision := func() int64 {
@@ -320,7 +293,7 @@ func TestEtcdRenewWritesTheRoundTripOnlyWhenItMoved(t *testing.T) {
 // regions and round trips: the job is unrestricted until a grant names a
 // region, and the run has no round trip until a renewal reports one.
 func TestEtcdReadsRecordsWrittenBeforeRegionsAndRoundTrips(t *testing.T) {
-	c := sharedEtcd(t)
+	c := testEtcd.Get(t)
 	s := openEtcd(t, c.URL(), freshNamespace())
 	put := func(key []byte, value string, lease int64) {
 		t.Helper()
@@ -371,7 +344,7 @@ func TestEtcdReadsRecordsWrittenBeforeRegionsAndRoundTrips(t *testing.T) {
 // until etcd compacted the revisions since the mark, when the scan falls
 // back to reading every key.
 func TestEtcdScanFollowsTheRunsThatEnded(t *testing.T) {
-	c := sharedEtcd(t)
+	c := testEtcd.Get(t)
 	ns := freshNamespace()
 	s := openEtcd(t, c.URL(), ns)
 	scan := func(want ...string) {
@@ -516,7 +489,7 @@ func TestEtcdTokenFeedSurvivesRestarts(t *testing.T) {
 // (twenty operator quarantines since the grant) says nothing of whether
 // that run ended: the watch reads the job's keys instead.
 func TestEtcdTokenFeedReadsWhenTheHistoryForgotTheRun(t *testing.T) {
-	c := sharedEtcd(t)
+	c := testEtcd.Get(t)
 	ns := freshNamespace()
 	watcher, holder := openEtcd(t, c.URL(), ns), openEtcd(t, c.URL(), ns)
 	log := storetest.Watch(t, watcher, "job")

@@ -9,29 +9,17 @@ import (
 
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/internal/registrytest"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/leasestore/redisstore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
 
-// testRedis is the package's redis-server, started by TestMain; testRedisErr
-// says why it is missing.
-var (
-	testRedis    *redistest.Server
-	testRedisErr error
-)
+// testRedis is the package's redis-server.
+var testRedis = testserver.Share("test redis-server", redistest.Start, redistest.Options{})
 
-func TestMain(m *testing.M) {
-	testRedis, testRedisErr = redistest.Start(redistest.Options{})
-	code := m.Run()
-	if testRedis != nil {
-		if err := testRedis.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testserver.Run(m, testRedis)) }
 
 var namespaces atomic.Int64
 
@@ -95,16 +83,6 @@ func (redisHarness) Abilities() storetest.Abilities {
 	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true, TokenFeed: true}
 }
 
-// sharedRedis returns the package's redis-server, failing the test when it
-// could not be started.
-func sharedRedis(t testing.TB) *redistest.Server {
-	t.Helper()
-	if testRedisErr != nil {
-		t.Fatalf("test redis-server: %v", testRedisErr)
-	}
-	return testRedis
-}
-
 func TestConformanceEmbedded(t *testing.T) { storetest.Run(t, embeddedHarness{}) }
 
-func TestConformanceRedis(t *testing.T) { storetest.Run(t, redisHarness{sharedRedis(t)}) }
+func TestConformanceRedis(t *testing.T) { storetest.Run(t, redisHarness{testRedis.Get(t)}) }

@@ -133,7 +133,7 @@ func TestFrozenServerReturnsAtTheDeadline(t *testing.T) {
 }
 
 func TestTerminatedBackendsReconnect(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	url := withApp(srv.URL, ns)
 	s := openPG(t, url, ns)
@@ -156,7 +156,7 @@ func TestTerminatedBackendsReconnect(t *testing.T) {
 }
 
 func TestReadOnlySessionsSayWhy(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	migrated(t, srv, ns)
 	url := role(t, srv, "readonly", "ro-Pa55",
@@ -175,7 +175,7 @@ func TestReadOnlySessionsSayWhy(t *testing.T) {
 }
 
 func TestRolesWithoutRightsSayWhich(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	execSQL(t, srv, "REVOKE CREATE ON DATABASE postgres FROM PUBLIC; REVOKE CREATE ON SCHEMA public FROM PUBLIC")
 
 	t.Run("may not create the schema", func(t *testing.T) {
@@ -225,7 +225,7 @@ func TestRolesWithoutRightsSayWhich(t *testing.T) {
 }
 
 func TestMigrationsFromManyProcessesAtOnce(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	const clients = 12
 	var wg sync.WaitGroup
@@ -264,7 +264,7 @@ func TestMigrationsFromManyProcessesAtOnce(t *testing.T) {
 // migration would leave it. (TestMigrationFromVersion1 migrates the
 // schema an older leasectl really made.)
 func TestSchemaVersions(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	atVersion := func(ns string, v int) {
 		execSQL(t, srv, fmt.Sprintf(`DROP FUNCTION %[1]s.acquire;
 			CREATE FUNCTION %[1]s.acquire(integer, text, text, text, integer, text[], bigint, bigint, integer, bigint,
@@ -306,7 +306,7 @@ func TestSchemaVersions(t *testing.T) {
 // another reaper or an acquire in progress would: a scan must not wait for
 // it, and must count it once the lock is gone.
 func TestScanSkipsJobsLockedElsewhere(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	s := openPG(t, srv.URL, ns)
 	storetest.CrashRun(t, s, "locked", "w1", 3)
@@ -341,7 +341,7 @@ func TestScanSkipsJobsLockedElsewhere(t *testing.T) {
 // TestScanInBatches crashes more runs than one scan transaction takes: the
 // scan goes on batch after batch and counts every one.
 func TestScanInBatches(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Store { return openPG(t, srv.URL, ns) }}
 	const runs = scanBatch + scanBatch/2
@@ -368,7 +368,7 @@ func TestUnreachableServer(t *testing.T) {
 }
 
 func TestTextLeasectlCannotKeep(t *testing.T) {
-	s := openPG(t, sharedPG(t).URL, freshNamespace())
+	s := openPG(t, testPG.Get(t).URL, freshNamespace())
 	req := storetest.Request("job", "bad\xffworker", storetest.LongTTL)
 	if _, err := s.Acquire(pgCall(t, storetest.HangGuard), req); err == nil || errors.Is(err, leasestore.ErrUnavailable) {
 		t.Errorf("Acquire by a worker ID that is not UTF-8 = %v, want a plain error before any I/O", err)
@@ -387,7 +387,7 @@ func TestTextLeasectlCannotKeep(t *testing.T) {
 // another server session: migration, transitions and the reaper work
 // there (LISTEN does not: waiters then wake at the holder's expiry).
 func TestThroughPgBouncer(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	b, err := srv.StartPgBouncer()
 	if errors.Is(err, pgtest.ErrNoPgBouncer) {
 		t.Skip(err)

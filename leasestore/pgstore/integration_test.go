@@ -280,7 +280,7 @@ func lastOutcome(t *testing.T, url, namespace, job string) (result string, token
 }
 
 func TestRunOnPostgres(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	code, out, _ := outcome(t, leasectl(t, srv.URL, ns, "store", "migrate"))
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("schema %q migrated from version 0 to %d", ns, schemaVersion)) {
@@ -359,7 +359,7 @@ func TestServerFrozenPastTheSafetyWindow(t *testing.T) {
 }
 
 func TestBackendTerminatedDuringARun(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	url := withApp(srv.URL, ns)
 	r := start(t, leasectl(t, url, ns, append(append([]string{"run", "--job", "terminated"}, timing(ttl, heartbeat, safety)...), "--", "sh", "-c", childScript)...))
@@ -379,7 +379,7 @@ func TestBackendTerminatedDuringARun(t *testing.T) {
 }
 
 func TestReadOnlyAndRightlessRolesExit69(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	migrated(t, srv, ns)
 	readOnly := role(t, srv, "ro_run", "ro-Pa55", "GRANT USAGE ON SCHEMA "+quoteIdent(ns)+" TO ro_run",
@@ -404,7 +404,7 @@ func TestReadOnlyAndRightlessRolesExit69(t *testing.T) {
 }
 
 func TestHandoffWithWaitIsWokenByNotify(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	// A TTL far longer than the test: only the notification can wake the
 	// waiter in time.
@@ -429,7 +429,7 @@ func TestHandoffWithWaitIsWokenByNotify(t *testing.T) {
 }
 
 func TestScanCountsAKilledSupervisorOnce(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	const ttl = 500 * time.Millisecond
 	r := start(t, leasectl(t, srv.URL, ns, append(append([]string{"run", "--job", "reaped"}, timing(ttl, 100*time.Millisecond, 300*time.Millisecond)...), "--", "sh", "-c", childScript)...))
@@ -464,7 +464,7 @@ func TestScanCountsAKilledSupervisorOnce(t *testing.T) {
 // migrates the schema with `leasectl store migrate` and grants USAGE on it
 // to the role the runs use, which may do nothing else.
 func TestLeastPrivilegeSetUp(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	execSQL(t, srv, "REVOKE CREATE ON DATABASE postgres FROM PUBLIC")
 	owner := role(t, srv, "ls_owner", "ow-Pa55", "GRANT CREATE ON DATABASE postgres TO ls_owner")
 	runner := role(t, srv, "ls_run", "ru-Pa55")

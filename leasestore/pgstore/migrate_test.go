@@ -98,7 +98,7 @@ func loadV1(t *testing.T, srv *pgtest.Server) v1Data {
 // and history intact, and a version 1 client is then refused rather than
 // run against tables it does not know.
 func TestMigrationFromVersion1(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	schema := quoteIdent(v1Namespace)
 
 	check := func(t *testing.T, s *Store, v1 v1Data) {

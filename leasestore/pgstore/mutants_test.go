@@ -137,7 +137,7 @@ func TestMutantsAreCaught(t *testing.T) {
 	if os.Getenv("PGSTORE_MUTANTS") != "1" || os.Getenv(mutantEnv) != "" {
 		t.Skip("set PGSTORE_MUTANTS=1 to break the store against each conformance rule")
 	}
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	for name, m := range mutants {
 		t.Run(name, func(t *testing.T) {
 			// A change that no longer applies would fail the child too,

@@ -12,58 +12,29 @@ import (
 
 	"github.com/leasectl/leasectl/internal/pgtest"
 	"github.com/leasectl/leasectl/internal/testenv"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
 
-// testPG is the package's shared PostgreSQL, started by TestMain;
-// testPGErr says why it is missing.
-var (
-	testPG    *pgtest.Server
-	testPGErr error
-)
+// testPG is the package's shared PostgreSQL.
+var testPG = testserver.Share("test PostgreSQL", pgtest.Start, pgtest.Options{})
 
 func TestMain(m *testing.M) {
-	own := os.Getenv(serverEnv) == ""
-	if own {
-		testPG, testPGErr = pgtest.Start(pgtest.Options{})
-	} else {
+	if url := os.Getenv(serverEnv); url != "" {
 		// A child of TestMutantsAreCaught shares its parent's server.
-		testPG = &pgtest.Server{URL: os.Getenv(serverEnv)}
+		testPG = testserver.Borrow("test PostgreSQL", &pgtest.Server{URL: url})
 	}
-	code := m.Run()
-	if testPG != nil && own {
-		if err := testPG.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
+	code := testserver.Run(m, testPG)
 	testenv.Cleanup()
 	os.Exit(code)
-}
-
-// sharedPG returns the package's server, failing the test when it could
-// not be started.
-func sharedPG(t testing.TB) *pgtest.Server {
-	t.Helper()
-	if testPGErr != nil {
-		t.Fatalf("test PostgreSQL: %v", testPGErr)
-	}
-	return testPG
 }
 
 // ownPG starts a server for one test, stopped when it ends.
 func ownPG(t testing.TB) *pgtest.Server {
 	t.Helper()
 	srv, err := pgtest.Start(pgtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return srv
+	return testserver.Own(t, srv, err)
 }
 
 var namespaces atomic.Int64
@@ -77,12 +48,7 @@ func freshNamespace() string {
 // openPG opens a client closed when the test ends.
 func openPG(t testing.TB, rawURL, namespace string) *Store {
 	t.Helper()
-	s, err := Open(rawURL, namespace)
-	if err != nil {
-		t.Fatalf("Open(%s): %v", leasestore.Redact(rawURL), err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return storetest.Open(t, Open, rawURL, namespace)
 }
 
 // execSQL runs sql on srv as its superuser, failing the test on an error.
@@ -115,7 +81,7 @@ func (harness) Abilities() storetest.Abilities {
 		RoundTrips: true}
 }
 
-func TestConformance(t *testing.T) { storetest.Run(t, harness{sharedPG(t)}) }
+func TestConformance(t *testing.T) { storetest.Run(t, harness{testPG.Get(t)}) }
 
 // pgCall bounds a call the way the supervisor does.
 func pgCall(t testing.TB, d time.Duration) context.Context {

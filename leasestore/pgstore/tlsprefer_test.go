@@ -211,7 +211,7 @@ func startCountingProxy(t *testing.T, target string) *countingProxy {
 // Against a server without TLS, sslmode=prefer asks for TLS and goes on
 // in plain text on the same connection, rather than opening another.
 func TestPreferWithoutTLSConnectsOnce(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	proxy := startCountingProxy(t, net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)))
 	url := strings.Replace(srv.URLFor("postgres", srv.Password, "postgres"), "sslmode=disable", "sslmode=prefer", 1)
 	url = strings.Replace(url, net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), proxy.ln.Addr().String(), 1)

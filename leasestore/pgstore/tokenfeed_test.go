@@ -16,7 +16,7 @@ import (
 // states again once it has reconnected: a grant made while it was down
 // reaches them by that read.
 func TestTokenFeedReadsAgainAfterALostConnection(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	watcher := openPG(t, withApp(srv.URL, ns), ns)
 	holder := openPG(t, srv.URL, ns)
@@ -52,7 +52,7 @@ func TestTokenFeedReadsAgainAfterALostConnection(t *testing.T) {
 // queue up on the feed's connection, and the feed's lock does not make up
 // for a heartbeat that does not wait for its marker.
 func TestSyncTokensWaitsForQueuedChanges(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	watcher, holder := openPG(t, srv.URL, ns), openPG(t, srv.URL, ns)
 	log := storetest.NewTokenLog()
@@ -98,7 +98,7 @@ func TestSyncTokensFailsWhenTheMarkerDoesNotComeBack(t *testing.T) {
 // nothing: WatchTokens says so rather than return a watch that never hears
 // a change.
 func TestTokenFeedRefusedThroughPgBouncer(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	b, err := srv.StartPgBouncer()
 	if errors.Is(err, pgtest.ErrNoPgBouncer) {
 		t.Skip(err)

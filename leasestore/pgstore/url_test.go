@@ -72,7 +72,7 @@ func TestNamespacesMapToSchemas(t *testing.T) {
 // differ in case, hold every namespace character, and are too long for an
 // identifier: each is a schema of its own.
 func TestNamespacesStayApart(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	for _, ns := range []string{"Apart/Ns:1@x+y=z.w_v-u", "apart/ns:1@x+y=z.w_v-u", strings.Repeat("a", 64), strings.Repeat("a", 63) + "b"} {
 		s := openPG(t, srv.URL, ns)
 		storetest.Acquire(t, s, storetest.Request("job", "w-"+ns, storetest.LongTTL))
@@ -80,7 +80,7 @@ func TestNamespacesStayApart(t *testing.T) {
 }
 
 func TestPasswordFromTheEnvironmentAndPgpass(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	ns := freshNamespace()
 	migrated(t, srv, ns)
 	const password = "env-Pa55'word"
@@ -114,7 +114,7 @@ func TestPasswordFromTheEnvironmentAndPgpass(t *testing.T) {
 }
 
 func TestTLSRequiredByTheURL(t *testing.T) {
-	srv := sharedPG(t)
+	srv := testPG.Get(t)
 	url := strings.Replace(srv.URLFor("postgres", srv.Password, "postgres"), "sslmode=disable", "sslmode=require", 1)
 	_, err := openPG(t, url, freshNamespace()).Acquire(pgCall(t, storetest.HangGuard), storetest.Request("job", "w1", storetest.LongTTL))
 	storetest.WantUnavailable(t, err, "PostgreSQL at "+srv.Host, srv.Password)

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasectl/leasectl/internal/redistest"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
@@ -42,7 +43,7 @@ func (clusterHarness) Abilities() storetest.Abilities {
 func startCluster(t *testing.T, opts redistest.ClusterOptions) *redistest.Cluster {
 	t.Helper()
 	c, err := redistest.StartCluster(opts)
-	return stopAtEnd(t, c, err)
+	return testserver.Own(t, c, err)
 }
 
 // TestClusterConformance runs the whole contract on a real 3-primary Redis

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasectl/leasectl/internal/redistest"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
@@ -41,7 +42,7 @@ func (sentinelHarness) Abilities() storetest.Abilities {
 func startSentinel(t *testing.T, opts redistest.SentinelOptions) *redistest.Sentinel {
 	t.Helper()
 	topo, err := redistest.StartSentinel(opts)
-	return stopAtEnd(t, topo, err)
+	return testserver.Own(t, topo, err)
 }
 
 // TestSentinelConformance runs the whole contract through Sentinel, with the

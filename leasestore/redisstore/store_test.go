@@ -13,58 +13,21 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasectl/leasectl/internal/redistest"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
 
-// testRedis is the package's shared redis-server, started by TestMain;
-// testRedisErr says why it is missing.
-var (
-	testRedis    *redistest.Server
-	testRedisErr error
-)
+// testRedis is the package's shared redis-server.
+var testRedis = testserver.Share("test redis-server", redistest.Start, redistest.Options{})
 
-func TestMain(m *testing.M) {
-	testRedis, testRedisErr = redistest.Start(redistest.Options{})
-	code := m.Run()
-	if testRedis != nil {
-		if err := testRedis.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-		}
-	}
-	os.Exit(code)
-}
-
-// sharedRedis returns the package's redis-server, failing the test when it
-// could not be started.
-func sharedRedis(t testing.TB) *redistest.Server {
-	t.Helper()
-	if testRedisErr != nil {
-		t.Fatalf("test redis-server: %v", testRedisErr)
-	}
-	return testRedis
-}
+func TestMain(m *testing.M) { os.Exit(testserver.Run(m, testRedis)) }
 
 // ownRedis starts a redis-server for one test, stopped when it ends.
 func ownRedis(t testing.TB, args ...string) *redistest.Server {
 	t.Helper()
 	srv, err := redistest.Start(redistest.Options{Args: args})
-	return stopAtEnd(t, srv, err)
-}
-
-// stopAtEnd fails t when what it started came with err, and stops it when t
-// ends.
-func stopAtEnd[T interface{ Stop() error }](t testing.TB, started T, err error) T {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := started.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	return started
+	return testserver.Own(t, srv, err)
 }
 
 var namespaces atomic.Int64
@@ -77,12 +40,7 @@ func freshNamespace() string {
 // openRedis opens a client closed when the test ends.
 func openRedis(t testing.TB, rawURL, namespace string) *Store {
 	t.Helper()
-	s, err := Open(rawURL, namespace)
-	if err != nil {
-		t.Fatalf("Open(%s): %v", leasestore.Redact(rawURL), err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return storetest.Open(t, Open, rawURL, namespace)
 }
 
 // harness makes each test's store in a namespace of its own on srv; a wipe
@@ -105,7 +63,7 @@ func (harness) Abilities() storetest.Abilities {
 	return storetest.Abilities{Wipe: true, TokenFeed: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true}
 }
 
-func TestConformance(t *testing.T) { storetest.Run(t, harness{sharedRedis(t)}) }
+func TestConformance(t *testing.T) { storetest.Run(t, harness{testRedis.Get(t)}) }
 
 // redisCall bounds a call the way the supervisor does; every store call must
 // return by this deadline plus a generous margin.
@@ -208,7 +166,7 @@ func TestRedisOutOfMemory(t *testing.T) {
 }
 
 func TestRedisReadOnlyReplica(t *testing.T) {
-	primary := sharedRedis(t)
+	primary := testRedis.Get(t)
 	host, port, _ := strings.Cut(primary.Addr, ":")
 	replica := ownRedis(t, "--replicaof", host, port)
 	s := openRedis(t, replica.URL, freshNamespace())
@@ -229,7 +187,7 @@ func TestRedisScriptingRefused(t *testing.T) {
 // leasectl needs, for each kind of permission: the error names what to
 // grant, whether Redis refused a command leasectl sent or one a script ran.
 func TestRedisACLDenialNamesWhatToGrant(t *testing.T) {
-	srv := sharedRedis(t)
+	srv := testRedis.Get(t)
 	const password = "acl-Pa55"
 	for _, tc := range []struct {
 		name string
@@ -319,7 +277,7 @@ func TestRedisInvalidURLHidesPassword(t *testing.T) {
 }
 
 func TestRedisScriptCacheFlushed(t *testing.T) {
-	srv := sharedRedis(t)
+	srv := testRedis.Get(t)
 	s := openRedis(t, srv.URL, freshNamespace())
 	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
 	if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
@@ -348,7 +306,7 @@ func TestRedisDatabaseFromURL(t *testing.T) {
 // checks that every key a job's scripts touch carries its shard's hash tag,
 // so that each script stays in one Redis Cluster slot.
 func TestRedisKeysShareTheShardHashTag(t *testing.T) {
-	srv := sharedRedis(t)
+	srv := testRedis.Get(t)
 	ns := freshNamespace()
 	s := openRedis(t, srv.URL, ns)
 	const job = "team/nightly:report@eu+1"
@@ -404,7 +362,7 @@ func TestRedisShardsSpreadJobs(t *testing.T) {
 // sharding (one store-wide index, keys tagged by job) are ignored, not
 // misread: status of such a job is IDLE.
 func TestRedisStatusIgnoresTheOldLayout(t *testing.T) {
-	srv := sharedRedis(t)
+	srv := testRedis.Get(t)
 	ns := freshNamespace()
 	for _, cmd := range [][]string{
 		{"SET", ns + ":{old}:e", "w\x00garbage"},
@@ -428,7 +386,7 @@ func TestRedisStatusIgnoresTheOldLayout(t *testing.T) {
 }
 
 func TestRedisTLSURL(t *testing.T) {
-	srv := sharedRedis(t)
+	srv := testRedis.Get(t)
 	s := openRedis(t, "rediss://"+srv.Addr+"/0", freshNamespace())
 	if s.rdb.(*redis.Client).Options().TLSConfig == nil {
 		t.Fatal("a rediss:// URL gave a client without TLS")

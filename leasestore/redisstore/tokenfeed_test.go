@@ -35,7 +35,7 @@ func TestRedisTokenFeedReportsALostConnection(t *testing.T) {
 // A release published by a leasectl older than the feed carries no token:
 // the watch reads the state instead.
 func TestRedisTokenFeedReadsOnAnEmptyPayload(t *testing.T) {
-	srv := sharedRedis(t)
+	srv := testRedis.Get(t)
 	ns := freshNamespace()
 	watcher := openRedis(t, srv.URL, ns)
 	holder := openRedis(t, srv.URL, ns)

@@ -38,6 +38,19 @@ func Ctx(t testing.TB) context.Context {
 	return c
 }
 
+// Open opens a store with a driver's open on rawURL in namespace, failing
+// the test on an error (which names the URL without its secrets), and
+// closes it when the test ends.
+func Open[S leasestore.Store](t testing.TB, open func(rawURL, namespace string) (S, error), rawURL, namespace string) S {
+	t.Helper()
+	s, err := open(rawURL, namespace)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", leasestore.Redact(rawURL), err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // Request is an acquire request of worker for job with the given TTL.
 func Request(job, worker string, ttl time.Duration) leasestore.AcquireRequest {
 	return leasestore.AcquireRequest{
