@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -198,29 +197,11 @@ func (u aclUser) cmd(args ...string) *exec.Cmd {
 // it returns stdout.
 func (u aclUser) want(code int, args ...string) string {
 	u.t.Helper()
-	cmd := u.cmd(args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Start(); err != nil {
-		u.t.Fatal(err)
+	got, out, errOut := testenv.Run(u.t, u.cmd(args...))
+	if got != code {
+		u.t.Fatalf("leasectl %q: exit %d, want %d; stderr: %s", args, got, code, errOut)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			u.t.Fatal(err)
-		}
-	case <-time.After(hangGuard):
-		_ = cmd.Process.Kill()
-		<-done
-		u.t.Fatalf("leasectl %q hung", args)
-	}
-	if got := cmd.ProcessState.ExitCode(); got != code {
-		u.t.Fatalf("leasectl %q: exit %d, want %d; stderr: %s", args, got, code, errOut.String())
-	}
-	return out.String()
+	return out
 }
 
 // started runs leasectl in the background and returns once its child said

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-	"golang.org/x/sys/unix"
 
 	"github.com/leasectl/leasectl/internal/faultproxy"
 	"github.com/leasectl/leasectl/internal/redistest"
@@ -110,169 +109,31 @@ func worldOf(t *testing.T) world {
 // exitCode runs cmd to completion and returns its exit code.
 func exitCode(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
-	var stderr bytes.Buffer
-	if cmd.Stderr == nil {
-		cmd.Stderr = &stderr
-	}
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
-		t.Logf("%v → %d; stderr: %s", cmd.Args[1:], cmd.ProcessState.ExitCode(), lastLine(stderr.String()))
-		return cmd.ProcessState.ExitCode()
-	case <-time.After(hangGuard):
-		cmd.Process.Kill()
-		t.Fatalf("%v hung", cmd.Args)
-		return -1
-	}
-}
-
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return lines[len(lines)-1]
+	code, _, _ := testenv.Run(t, cmd)
+	return code
 }
 
 // running is a leasectl process whose child reports on stdout, one line per
 // event ("pid N", "gc N", "ready", ...).
 type running struct {
-	t     *testing.T
-	cmd   *exec.Cmd
-	lines chan string // the child's stdout
-	logs  chan string // leasectl's stderr
-	done  chan struct{}
+	*testenv.Process
+	t *testing.T
 }
 
 func start(t *testing.T, cmd *exec.Cmd) *running {
 	t.Helper()
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errOut, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &running{t: t, cmd: cmd, lines: make(chan string, 64), logs: make(chan string, 256), done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(errOut)
-		for sc.Scan() {
-			t.Logf("leasectl[%d]: %s", cmd.Process.Pid, sc.Text())
-			select {
-			case r.logs <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			r.lines <- sc.Text()
-		}
-		close(r.lines)
-		cmd.Wait()
-		close(r.done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Process.Signal(syscall.SIGCONT)
-		<-r.done
-	})
-	return r
-}
-
-// expect waits for the child's next line, which must start with prefix, and
-// returns the rest and when it was read.
-func (r *running) expect(prefix string) (string, time.Time) {
-	r.t.Helper()
-	select {
-	case line, ok := <-r.lines:
-		if !ok {
-			r.t.Fatalf("output ended waiting for %q", prefix)
-		}
-		if !strings.HasPrefix(line, prefix) {
-			r.t.Fatalf("child said %q, want %q", line, prefix)
-		}
-		return strings.TrimSpace(strings.TrimPrefix(line, prefix)), time.Now()
-	case <-time.After(hangGuard):
-		r.t.Fatalf("no %q from the child", prefix)
-	}
-	return "", time.Time{}
+	return &running{testenv.Start(t, cmd), t}
 }
 
 // pid waits for a "<prefix> N" line and returns N.
 func (r *running) pid(prefix string) int {
 	r.t.Helper()
-	s, _ := r.expect(prefix + " ")
+	s, _ := r.Expect(prefix + " ")
 	n, err := strconv.Atoi(s)
 	if err != nil {
 		r.t.Fatalf("bad pid line %q", s)
 	}
 	return n
-}
-
-func (r *running) exitCode() int {
-	r.t.Helper()
-	select {
-	case <-r.done:
-		return r.cmd.ProcessState.ExitCode()
-	case <-time.After(hangGuard):
-		r.t.Fatal("leasectl did not exit")
-		return -1
-	}
-}
-
-// expectLog waits for a log line of leasectl containing msg.
-func (r *running) expectLog(msg string) {
-	r.t.Helper()
-	timeout := time.After(hangGuard)
-	for {
-		select {
-		case line := <-r.logs:
-			if strings.Contains(line, msg) {
-				return
-			}
-		case <-timeout:
-			r.t.Fatalf("leasectl never logged %q", msg)
-		}
-	}
-}
-
-// deathTime waits for process pid to exit and returns when it did, using a
-// pidfd (an event, not polling).
-func deathTime(t *testing.T, pid int) time.Time {
-	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return time.Now()
-	}
-	if err != nil {
-		t.Fatalf("pidfd_open(%d): %v", pid, err)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, int(hangGuard/time.Millisecond))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("poll pidfd: %v", err)
-		}
-		if n == 0 {
-			t.Fatalf("process %d still alive after %s", pid, hangGuard)
-		}
-		return time.Now()
-	}
 }
 
 // alive reports whether pid exists and is not a zombie.
@@ -319,13 +180,13 @@ func TestFrozenRedisKillsTheChildWithinTheSafetyWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Thaw()
-	died := deathTime(t, pid)
+	died := testenv.DeathTime(t, pid)
 	latency := died.Sub(frozenAt)
 	t.Logf("child died %s after the freeze (safety %s)", latency, safety)
 	if latency > safety+50*time.Millisecond {
 		t.Errorf("child died %s after the freeze, want within safety + 50ms = %s", latency, safety+50*time.Millisecond)
 	}
-	if code := r.exitCode(); code != 125 {
+	if code := r.ExitCode(); code != 125 {
 		t.Errorf("exit code %d, want 125 (lease lost)", code)
 	}
 }
@@ -334,11 +195,11 @@ func TestSupervisorSIGKILLedLeavesNoOrphans(t *testing.T) {
 	r := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "killed"}, append(timing(), "--", "sh", "-c", childScript)...)...))
 	pid, gc := r.pid("pid"), r.pid("gc")
 	killedAt := time.Now()
-	if err := r.cmd.Process.Kill(); err != nil {
+	if err := r.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []int{pid, gc} {
-		if d := deathTime(t, p).Sub(killedAt); d > safety {
+		if d := testenv.DeathTime(t, p).Sub(killedAt); d > safety {
 			t.Errorf("process %d outlived its SIGKILLed supervisor by %s, want within the safety window %s", p, d, safety)
 		} else {
 			t.Logf("process %d died %s after the supervisor", p, d)
@@ -351,12 +212,12 @@ func TestSupervisorSIGSTOPpedIsFencedBeforeTheWaiterStarts(t *testing.T) {
 	pid, gc := holder.pid("pid"), holder.pid("gc")
 	waiter := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "stopped", "--wait"}, append(timing(), "--", "sh", "-c", "echo started; exec sleep 1000")...)...))
 	stoppedAt := time.Now()
-	if err := holder.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := holder.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	childDied := deathTime(t, pid)
-	gcDied := deathTime(t, gc)
-	_, started := waiter.expect("started")
+	childDied := testenv.DeathTime(t, pid)
+	gcDied := testenv.DeathTime(t, gc)
+	_, started := waiter.Expect("started")
 	t.Logf("child died %s after SIGSTOP; waiter's child started %s after SIGSTOP", childDied.Sub(stoppedAt), started.Sub(stoppedAt))
 	if d := childDied.Sub(stoppedAt); d > safety+50*time.Millisecond {
 		t.Errorf("child of the stopped supervisor died %s later, want within the safety window", d)
@@ -384,17 +245,17 @@ func TestHandoffWithWait(t *testing.T) {
 			hcmd.Stdin = release
 			holder := start(t, hcmd)
 			release.Close()
-			holder.expect("started")
+			holder.Expect("started")
 			waiter := start(t, leasectl(t, tc.srv, "--log-level", "debug", "run", "--job", "handoff", "--wait", "--", "sh", "-c", "echo started"))
-			waiter.expectLog("lease held; waiting")
+			waiter.ExpectLog("lease held; waiting")
 			io.WriteString(releaseW, "go\n")
-			_, ended := holder.expect("ending")
-			_, started := waiter.expect("started")
+			_, ended := holder.Expect("ending")
+			_, started := waiter.Expect("started")
 			t.Logf("handoff on %s: %s from the holder's last line to the waiter's first", tc.name, started.Sub(ended))
-			if c := holder.exitCode(); c != 0 {
+			if c := holder.ExitCode(); c != 0 {
 				t.Errorf("holder exit %d", c)
 			}
-			if c := waiter.exitCode(); c != 0 {
+			if c := waiter.ExitCode(); c != 0 {
 				t.Errorf("waiter exit %d", c)
 			}
 		})
@@ -403,24 +264,24 @@ func TestHandoffWithWait(t *testing.T) {
 
 func TestSIGTERMIsForwardedAndTheChildsCodeReturned(t *testing.T) {
 	r := start(t, leasectl(t, redisSrv, "run", "--job", "term", "--", "sh", "-c", `trap 'echo got-term; exit 42' TERM; echo ready; sleep 1000 & wait`))
-	r.expect("ready")
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	r.Expect("ready")
+	if err := r.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	r.expect("got-term")
-	if code := r.exitCode(); code != 42 {
+	r.Expect("got-term")
+	if code := r.ExitCode(); code != 42 {
 		t.Errorf("exit code %d, want the child's own 42", code)
 	}
 }
 
 func TestSignalWhileWaitingEndsTheWaitCleanly(t *testing.T) {
 	holder := start(t, leasectl(t, redisSrv, "run", "--job", "waitsig", "--", "sh", "-c", "echo started; exec sleep 1000"))
-	holder.expect("started")
+	holder.Expect("started")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		waiter := start(t, leasectl(t, redisSrv, "--log-level", "debug", "run", "--job", "waitsig", "--wait", "--", "sh", "-c", "echo started"))
-		waiter.expectLog("lease held; waiting")
-		waiter.cmd.Process.Signal(sig)
-		if code := waiter.exitCode(); code != 128+int(sig) {
+		waiter.ExpectLog("lease held; waiting")
+		waiter.Cmd.Process.Signal(sig)
+		if code := waiter.ExitCode(); code != 128+int(sig) {
 			t.Errorf("waiter ended by %s exited %d, want %d", sig, code, 128+int(sig))
 		}
 	}
@@ -468,7 +329,7 @@ func TestExitCodes(t *testing.T) {
 			}
 
 			holder := start(t, leasectl(t, tc.srv, "run", "--job", "codes-held", "--", "sh", "-c", "echo started; exec sleep 1000"))
-			holder.expect("started")
+			holder.Expect("started")
 			if got := run("run", "--job", "codes-held", "--", "true"); got != 75 {
 				t.Errorf("held: exit %d, want 75", got)
 			}
@@ -506,8 +367,8 @@ func TestLeaseLostExitCode(t *testing.T) {
 	if _, err := srv.Do("FLUSHALL"); err != nil {
 		t.Fatal(err)
 	}
-	deathTime(t, pid)
-	if code := r.exitCode(); code != 125 {
+	testenv.DeathTime(t, pid)
+	if code := r.ExitCode(); code != 125 {
 		t.Errorf("exit code %d, want 125", code)
 	}
 }
@@ -587,10 +448,10 @@ func TestDescendantsThatLeftTheGroupAreKilledAtTheEnd(t *testing.T) {
 	// child exits, the sleep is reparented to leasectl, the subreaper.
 	r := start(t, leasectl(t, redisSrv, "run", "--job", "escaped", "--", "sh", "-c", "setsid sleep 1000 & echo gc $!"))
 	gc := r.pid("gc")
-	if code := r.exitCode(); code != 0 {
+	if code := r.ExitCode(); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	deathTime(t, gc)
+	testenv.DeathTime(t, gc)
 	if alive(gc) {
 		t.Fatalf("process %d escaped the group and outlived the run", gc)
 	}
@@ -607,8 +468,8 @@ func TestWatchdogKilledKillsTheChild(t *testing.T) {
 	if err := syscall.Kill(wd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deathTime(t, pid)
-	if code := r.exitCode(); code != 125 {
+	testenv.DeathTime(t, pid)
+	if code := r.ExitCode(); code != 125 {
 		t.Errorf("exit code %d, want 125: without its watchdog the run cannot keep its guarantee", code)
 	}
 }
@@ -621,10 +482,10 @@ func TestScanReportsAKilledSupervisorOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := start(t, leasectl(t, tc.srv, append([]string{"run", "--job", "reaped"}, append(timing(), "--", "sh", "-c", childScript)...)...))
 			pid := r.pid("pid")
-			if err := r.cmd.Process.Kill(); err != nil {
+			if err := r.Cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			deathTime(t, pid)
+			testenv.DeathTime(t, pid)
 			time.Sleep(ttl + 100*time.Millisecond) // the lease's liveness runs out
 			scan := func() []map[string]any {
 				t.Helper()
@@ -655,11 +516,11 @@ func TestSIGKILLAfterGraceGives137(t *testing.T) {
 	// The child ignores SIGTERM; after --grace the group, its watchdog
 	// included, gets SIGKILL, and the run ends with the child's 137.
 	r := start(t, leasectl(t, redisSrv, "run", "--job", "grace", "--grace", "300ms", "--", "sh", "-c", `trap '' TERM; echo ready; exec sleep 1000`))
-	r.expect("ready")
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	r.Expect("ready")
+	if err := r.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := r.exitCode(); code != 137 {
+	if code := r.ExitCode(); code != 137 {
 		t.Errorf("exit code %d, want 137 (SIGKILL after --grace)", code)
 	}
 }
@@ -686,8 +547,8 @@ func TestStarvedWatchdogDoesNotKillOnADeadlineAlreadyMoved(t *testing.T) {
 	// Watch for a kill for a safety window after it runs again.
 	time.Sleep(safety)
 	io.WriteString(stdin, "go\n")
-	r.expect("done")
-	if code := r.exitCode(); code != 0 {
+	r.Expect("done")
+	if code := r.ExitCode(); code != 0 {
 		t.Fatalf("exit code %d, want the child's own 0: the watchdog killed the group on a deadline the supervisor had moved", code)
 	}
 	var st struct {
@@ -723,19 +584,19 @@ func TestWatchdogGoneBeforeTheChildStartsIsALostLease(t *testing.T) {
 	hcmd.Stdin = release
 	holder := start(t, hcmd)
 	release.Close()
-	holder.expect("started")
+	holder.Expect("started")
 	waiter := start(t, leasectl(t, nil, "--log-level", "debug", "run", "--job", "gone", "--wait", "--", "sh", "-c", "echo started"))
-	waiter.expectLog("lease held; waiting")
-	wd := watchdogOf(t, waiter.cmd.Process.Pid)
+	waiter.ExpectLog("lease held; waiting")
+	wd := watchdogOf(t, waiter.Cmd.Process.Pid)
 	if err := syscall.Kill(wd, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	reaped(t, wd)
 	io.WriteString(releaseW, "go\n")
-	if code := holder.exitCode(); code != 0 {
+	if code := holder.ExitCode(); code != 0 {
 		t.Fatalf("holder exit %d", code)
 	}
-	if code := waiter.exitCode(); code != 125 {
+	if code := waiter.ExitCode(); code != 125 {
 		t.Errorf("exit code %d, want 125: the lease was lost before the child started, the command is not to blame (126)", code)
 	}
 }
@@ -777,7 +638,7 @@ func watchdogOf(t *testing.T, pid int) int {
 // raises no event a test can wait on, so this looks every millisecond.
 func reaped(t *testing.T, pid int) {
 	t.Helper()
-	deathTime(t, pid)
+	testenv.DeathTime(t, pid)
 	for end := time.Now().Add(hangGuard); time.Now().Before(end); time.Sleep(time.Millisecond) {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
 			return
@@ -842,9 +703,9 @@ func TestPartitionedRunsAreNotCrashes(t *testing.T) {
 	for round := 1; round <= 3; round++ {
 		p.Set(faultproxy.Pass)
 		r := start(t, leasectlAt(t, through, args...))
-		r.expect("started")
+		r.Expect("started")
 		p.Set(faultproxy.DropBoth)
-		if code := r.exitCode(); code != 125 {
+		if code := r.ExitCode(); code != 125 {
 			t.Fatalf("round %d: exit %d, want 125: the partition took the lease", round, code)
 		}
 		// A reaper elsewhere counts the run's crash once its TTL is over.
@@ -913,8 +774,8 @@ func TestSlowLinkIsWarnedAboutAndShown(t *testing.T) {
 	p.Delay(150 * time.Millisecond)
 	r := start(t, leasectlAt(t, through, "run", "--job", "slow", "--ttl", "3s", "--heartbeat", "750ms", "--safety", "1s",
 		"--", "sh", "-c", "echo started; exec sleep 1000"))
-	r.expect("started")
-	r.expectLog("renewal round trip")
+	r.Expect("started")
+	r.ExpectLog("renewal round trip")
 	// The round trip the supervisor measured goes with its next renewal.
 	var rtt float64
 	for end := time.Now().Add(hangGuard); rtt == 0 && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/leasectl/leasectl/internal/testenv"
 )
 
 // shell is an interactive bash with job control, in a pseudo-terminal of its
@@ -241,7 +243,7 @@ func TestStoppedPastTheSafetyWindowLosesTheLease(t *testing.T) {
 	sh.typ("\x1a")
 	sh.await("nothing renews the lease while stopped")
 	sh.await(`Stopped`)
-	deathTime(t, pid) // killed by the watchdog at the deadline
+	testenv.DeathTime(t, pid) // killed by the watchdog at the deadline
 	sh.typ("fg\n")
 	if rc := sh.status(); rc != 125 {
 		t.Errorf("a run stopped past its safety window exited %d, want 125 (lease lost)", rc)

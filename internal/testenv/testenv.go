@@ -1,5 +1,7 @@
 // Package testenv builds the leasectl binary for tests that drive it as a
-// user would. It is imported only by tests.
+// user would, and runs it for them: to completion (Run), or in the
+// background while the test watches what its child reports and what it
+// logs (Start). It is imported only by tests.
 package testenv
 
 import (
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"testing"
 )
 
 var (
@@ -36,6 +39,17 @@ func Leasectl() (string, error) {
 		}
 	})
 	return buildPath, buildErr
+}
+
+// Command is a command running the binary Leasectl builds with args,
+// failing t when it cannot be built.
+func Command(t testing.TB, args ...string) *exec.Cmd {
+	t.Helper()
+	bin, err := Leasectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command(bin, args...)
 }
 
 // Cleanup removes the built binary; call it from TestMain after m.Run.

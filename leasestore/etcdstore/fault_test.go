@@ -1,22 +1,17 @@
 package etcdstore
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/leasectl/leasectl/internal/etcdtest"
 	"github.com/leasectl/leasectl/internal/testenv"
+	"github.com/leasectl/leasectl/internal/testserver"
 )
 
 // The fault tests drive the built binary, as a user would, against a
@@ -27,10 +22,6 @@ import (
 // Their runs use --ttl 3s: renewals every 1 s, the child killed 1.5 s after
 // the last confirmed renewal's send time.
 
-// faultGuard only catches hangs; the timing assertions use their own
-// bounds.
-const faultGuard = 30 * time.Second
-
 // deadlineMargin is how late past --safety a child may die: the renewal's
 // timer, a kill and a reap on a loaded 2-core machine.
 const deadlineMargin = 500 * time.Millisecond
@@ -39,31 +30,18 @@ const deadlineMargin = 500 * time.Millisecond
 func cluster3(t *testing.T) *etcdtest.Cluster {
 	t.Helper()
 	c, err := etcdtest.StartCluster(etcdtest.Options{Members: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Stop() })
-	return c
+	return testserver.Own(t, c, err)
 }
 
 func leader(t *testing.T, c *etcdtest.Cluster) *etcdtest.Member {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), faultGuard)
+	ctx, cancel := context.WithTimeout(t.Context(), testenv.HangGuard)
 	defer cancel()
 	m, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
-}
-
-func binary(t *testing.T) string {
-	t.Helper()
-	bin, err := testenv.Leasectl()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
 }
 
 // endpoints is the store URL of the members given.
@@ -78,13 +56,9 @@ func endpoints(ms ...*etcdtest.Member) string {
 // proc is a leasectl process whose child reports "started TOKEN PID" on
 // stdout.
 type proc struct {
-	t       *testing.T
-	cmd     *exec.Cmd
-	started chan string // the child's token and pid
-	logs    chan string // leasectl's log lines
-	done    chan struct{}
-	exited  time.Time
-	pid     int // the child's, once started
+	*testenv.Process
+	t   *testing.T
+	pid int // the child's, once started
 }
 
 // childScript reports the token and its pid and sleeps (exec keeps the
@@ -97,129 +71,47 @@ func run(t *testing.T, url, ns, job string, args ...string) *proc {
 	t.Helper()
 	argv := append([]string{"run", "--job", job, "--ttl", "3s"}, args...)
 	argv = append(argv, "--", "sh", "-c", childScript)
-	cmd := exec.Command(binary(t), argv...)
+	cmd := testenv.Command(t, argv...)
 	cmd.Env = append(os.Environ(), "LEASECTL_STORE="+url, "LEASECTL_NAMESPACE="+ns, "LEASECTL_LOG_FORMAT=json")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errOut, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{t: t, cmd: cmd, started: make(chan string, 1), logs: make(chan string, 256), done: make(chan struct{})}
-	var logs sync.WaitGroup
-	logs.Go(func() {
-		sc := bufio.NewScanner(errOut)
-		for sc.Scan() {
-			t.Logf("leasectl[%d]: %s", cmd.Process.Pid, sc.Text())
-			select {
-			case p.logs <- sc.Text():
-			default:
-			}
-		}
-	})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if tok, ok := strings.CutPrefix(sc.Text(), "started "); ok {
-				p.started <- tok
-			}
-		}
-		logs.Wait()
-		cmd.Wait()
-		p.exited = time.Now()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.done
-	})
-	return p
+	return &proc{Process: testenv.Start(t, cmd), t: t}
 }
 
 // token waits for the child to start and returns its fencing token.
 func (p *proc) token() int64 {
 	p.t.Helper()
-	select {
-	case line := <-p.started:
-		tok, pid, _ := strings.Cut(line, " ")
-		n, err := strconv.ParseInt(tok, 10, 64)
-		p.pid, _ = strconv.Atoi(pid)
-		if err != nil || p.pid == 0 {
-			p.t.Fatalf("child reported %q, want its token and pid", line)
-		}
-		return n
-	case <-p.done:
-		p.t.Fatalf("leasectl exited %d before its child started", p.cmd.ProcessState.ExitCode())
-	case <-time.After(faultGuard):
-		p.t.Fatal("the child did not start")
+	line, _ := p.Expect("started ")
+	tok, pid, _ := strings.Cut(line, " ")
+	n, err := strconv.ParseInt(tok, 10, 64)
+	p.pid, _ = strconv.Atoi(pid)
+	if err != nil || p.pid == 0 {
+		p.t.Fatalf("child reported %q, want its token and pid", line)
 	}
-	return 0
+	return n
 }
 
-// exit waits for leasectl to exit and returns its code and when it exited.
-func (p *proc) exit() (int, time.Time) {
-	p.t.Helper()
+// startedYet returns the child's report, without waiting, if it has
+// started.
+func (p *proc) startedYet() (string, bool) {
 	select {
-	case <-p.done:
-		return p.cmd.ProcessState.ExitCode(), p.exited
-	case <-time.After(faultGuard):
-		p.t.Fatal("leasectl did not exit")
+	case line, ok := <-p.Lines():
+		return line, ok
+	default:
+		return "", false
 	}
-	return -1, time.Time{}
 }
 
 // waiting waits until leasectl --wait --log-level debug logs that the job
 // is held and it waits: its subscription is in place.
-func (p *proc) waiting() {
-	p.t.Helper()
-	timeout := time.After(faultGuard)
-	for {
-		select {
-		case line := <-p.logs:
-			if strings.Contains(line, "lease held; waiting") {
-				return
-			}
-		case <-timeout:
-			p.t.Fatal("leasectl --wait never logged that it waits")
-		}
-	}
-}
+func (p *proc) waiting() { p.ExpectLog("lease held; waiting") }
 
-// childDeath waits for the child (started) to exit and returns when it did,
-// through a pidfd: an event, not polling.
-func (p *proc) childDeath() time.Time {
-	p.t.Helper()
-	fd, err := unix.PidfdOpen(p.pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return time.Now()
-	}
-	if err != nil {
-		p.t.Fatalf("pidfd_open(%d): %v", p.pid, err)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, int(faultGuard.Milliseconds()))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil || n == 0 {
-			p.t.Fatalf("child %d did not exit: %v", p.pid, err)
-		}
-		return time.Now()
-	}
-}
+// childDeath waits for the child (started) to exit and returns when it did.
+func (p *proc) childDeath() time.Time { return testenv.DeathTime(p.t, p.pid) }
 
 // within waits up to d for leasectl to exit, reporting whether it did: the
 // window of a fault, after which a run that survived it must still hold.
 func (p *proc) within(d time.Duration) bool {
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return true
 	case <-time.After(d):
 		return false
@@ -229,9 +121,8 @@ func (p *proc) within(d time.Duration) bool {
 // stop ends a run that held on: SIGTERM, forwarded to the child.
 func (p *proc) stop() int {
 	p.t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	code, _ := p.exit()
-	return code
+	p.Cmd.Process.Signal(syscall.SIGTERM)
+	return p.ExitCode()
 }
 
 // TestFaultLeaderKilled SIGKILLs the leader while a run holds the lease and
@@ -252,7 +143,7 @@ func TestFaultLeaderKilled(t *testing.T) {
 	// The election takes about a second; a renewal it delays past --safety
 	// kills the holder's child.
 	if holder.within(4 * time.Second) {
-		code, exited := holder.exit()
+		code, exited := holder.Exit()
 		if code != 125 {
 			t.Fatalf("holder exited %d during the election, want 125 (lease lost) or to hold on", code)
 		}
@@ -262,10 +153,8 @@ func TestFaultLeaderKilled(t *testing.T) {
 		}
 		return
 	}
-	select {
-	case tok := <-waiter.started:
-		t.Fatalf("waiter's child started (token %s) while the holder's still runs", tok)
-	default:
+	if line, ok := waiter.startedYet(); ok {
+		t.Fatalf("waiter's child said %q while the holder's still runs", line)
 	}
 	holder.stop()
 	if next := waiter.token(); next <= first {
@@ -309,7 +198,7 @@ func TestFaultLeaderFrozen(t *testing.T) {
 			next, started.Sub(died), first)
 	}
 	waiter.stop()
-	if code, _ := holder.exit(); code != 125 {
+	if code, _ := holder.Exit(); code != 125 {
 		t.Fatalf("holder exited %d with its only member frozen, want 125", code)
 	}
 }
@@ -334,7 +223,7 @@ func TestFaultMemberRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	if holder.within(4 * time.Second) {
-		code, _ := holder.exit()
+		code, _ := holder.Exit()
 		t.Fatalf("holder exited %d while one of three members restarted, want it to hold on", code)
 	}
 	if code := holder.stop(); code != 143 {
@@ -366,7 +255,7 @@ func TestFaultClusterRestarted(t *testing.T) {
 	}
 	after.stop()
 	s := openEtcd(t, c.URL(), ns)
-	st, err := s.Status(call(t, faultGuard), "job")
+	st, err := s.Status(call(t, testenv.HangGuard), "job")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,15 +286,13 @@ func TestFaultQuorumLost(t *testing.T) {
 	// While the holder tries to record its outcome (up to 5 s), a new run
 	// comes.
 	refused := run(t, c.URL(), ns, "other")
-	if code, _ := holder.exit(); code != 125 {
+	if code, _ := holder.Exit(); code != 125 {
 		t.Fatalf("holder exited %d after the quorum was lost, want 125", code)
 	}
-	if code, _ := refused.exit(); code != 69 {
+	if code, _ := refused.Exit(); code != 69 {
 		t.Fatalf("run without a quorum exited %d, want 69", code)
 	}
-	select {
-	case tok := <-refused.started:
-		t.Fatalf("a child started (token %s) without a quorum", tok)
-	default:
+	if line, ok := refused.startedYet(); ok {
+		t.Fatalf("a child said %q without a quorum", line)
 	}
 }

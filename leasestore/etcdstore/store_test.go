@@ -180,43 +180,14 @@ func TestEtcdFailsOverToTheNextEndpoint(t *testing.T) {
 
 func TestEtcdFrozenMemberReturnsAtDeadline(t *testing.T) {
 	c, err := etcdtest.Start(etcdtest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Stop() })
+	c = testserver.Own(t, c, err)
 	s := openEtcd(t, c.URL(), "ns")
 	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
 	if err := c.Members[0].Freeze(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Members[0].Thaw() })
-	const deadline = 300 * time.Millisecond
-	calls := map[string]func(ctx context.Context) error{
-		"renew": func(ctx context.Context) error { return s.Renew(ctx, l) },
-		"acquire on a new client": func(ctx context.Context) error {
-			_, err := openEtcd(t, c.URL(), "ns").Acquire(ctx, storetest.Request("other", "w2", storetest.LongTTL))
-			return err
-		},
-		"subscribe": func(ctx context.Context) error {
-			sub, err := s.Subscribe(ctx, "job")
-			if err == nil {
-				sub.Close()
-			}
-			return err
-		},
-	}
-	for name, do := range calls {
-		t.Run(name, func(t *testing.T) {
-			done := make(chan error, 1)
-			go func() { done <- do(call(t, deadline)) }()
-			select {
-			case err := <-done:
-				storetest.WantUnavailable(t, err, "etcd")
-			case <-time.After(storetest.HangGuard):
-				t.Fatalf("call still blocked %s after its %s deadline", storetest.HangGuard, deadline)
-			}
-		})
-	}
+	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Store { return openEtcd(t, c.URL(), "ns") }, "etcd")
 }
 
 // TestEtcdRenewRefusedAfterTheKeysWereDeleted deletes a held job's keys by

@@ -103,33 +103,8 @@ func TestFrozenServerReturnsAtTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Thaw() })
-	const deadline = 300 * time.Millisecond
-	calls := map[string]func(ctx context.Context) error{
-		"renew on a pooled connection": func(ctx context.Context) error { return s.Renew(ctx, l) },
-		"acquire on a new client": func(ctx context.Context) error {
-			_, err := openPG(t, srv.URL, "ns").Acquire(ctx, storetest.Request("other", "w2", storetest.LongTTL))
-			return err
-		},
-		"subscribe": func(ctx context.Context) error {
-			sub, err := s.Subscribe(ctx, "job")
-			if err == nil {
-				sub.Close()
-			}
-			return err
-		},
-	}
-	for name, call := range calls {
-		t.Run(name, func(t *testing.T) {
-			done := make(chan error, 1)
-			go func() { done <- call(pgCall(t, deadline)) }()
-			select {
-			case err := <-done:
-				storetest.WantUnavailable(t, err, "before the deadline", srv.Password)
-			case <-time.After(storetest.HangGuard):
-				t.Fatalf("call still blocked %s after its %s deadline", storetest.HangGuard, deadline)
-			}
-		})
-	}
+	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Store { return openPG(t, srv.URL, "ns") },
+		"before the deadline", srv.Password)
 }
 
 func TestTerminatedBackendsReconnect(t *testing.T) {

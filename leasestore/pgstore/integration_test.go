@@ -3,10 +3,7 @@
 package pgstore
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/leasectl/leasectl/internal/pgtest"
 	"github.com/leasectl/leasectl/internal/testenv"
 )
@@ -26,9 +21,6 @@ import (
 // These tests drive the built binary, as a user would, against PostgreSQL
 // servers the tests start, through the faults a run must ride out or fail
 // fast on.
-
-// hangGuard only catches hangs; timing assertions use their own bounds.
-const hangGuard = 20 * time.Second
 
 // Timing of the runs that must notice a frozen server: the supervisor
 // tests' own.
@@ -42,20 +34,10 @@ func timing(ttl, heartbeat, safety time.Duration) []string {
 	return []string{"--ttl", ttl.String(), "--heartbeat", heartbeat.String(), "--safety", safety.String()}
 }
 
-// leasectlBinary builds leasectl once per test process.
-func leasectlBinary(t *testing.T) string {
-	t.Helper()
-	bin, err := testenv.Leasectl()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 // leasectl is a command running the binary against storeURL in namespace.
 func leasectl(t *testing.T, storeURL, namespace string, args ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(leasectlBinary(t), args...)
+	cmd := testenv.Command(t, args...)
 	cmd.Env = append(os.Environ(),
 		"LEASECTL_STORE="+storeURL,
 		"LEASECTL_NAMESPACE="+namespace,
@@ -65,40 +47,11 @@ func leasectl(t *testing.T, storeURL, namespace string, args ...string) *exec.Cm
 	return cmd
 }
 
-// outcome runs cmd to completion and returns its exit code, stdout and
-// stderr.
-func outcome(t *testing.T, cmd *exec.Cmd) (int, string, string) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
-	case <-time.After(hangGuard):
-		cmd.Process.Kill()
-		t.Fatalf("%v hung", cmd.Args)
-	}
-	t.Logf("%v → %d; stderr: %s", cmd.Args[1:], cmd.ProcessState.ExitCode(), strings.TrimSpace(stderr.String()))
-	return cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()
-}
-
 // running is a leasectl process whose child reports on stdout, one line per
 // event, and waits for a line on its stdin before it ends.
 type running struct {
-	t     *testing.T
-	cmd   *exec.Cmd
+	*testenv.Process
 	stdin io.WriteCloser
-	lines chan string
-	logs  chan string
-	done  chan struct{}
 }
 
 func start(t *testing.T, cmd *exec.Cmd) *running {
@@ -107,128 +60,18 @@ func start(t *testing.T, cmd *exec.Cmd) *running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errOut, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r := &running{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 64), logs: make(chan string, 256), done: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(errOut)
-		for sc.Scan() {
-			t.Logf("leasectl[%d]: %s", cmd.Process.Pid, sc.Text())
-			select {
-			case r.logs <- sc.Text():
-			default:
-			}
-		}
-	}()
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			r.lines <- sc.Text()
-		}
-		close(r.lines)
-		cmd.Wait()
-		close(r.done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-r.done
-	})
-	return r
-}
-
-// expect waits for the child's next line, which must start with prefix,
-// and returns the rest and when it was read.
-func (r *running) expect(prefix string) (string, time.Time) {
-	r.t.Helper()
-	select {
-	case line, ok := <-r.lines:
-		if !ok {
-			r.t.Fatalf("output ended waiting for %q", prefix)
-		}
-		if !strings.HasPrefix(line, prefix) {
-			r.t.Fatalf("child said %q, want %q", line, prefix)
-		}
-		return strings.TrimSpace(strings.TrimPrefix(line, prefix)), time.Now()
-	case <-time.After(hangGuard):
-		r.t.Fatalf("no %q from the child", prefix)
-	}
-	return "", time.Time{}
-}
-
-// expectLog waits for a log line of leasectl containing msg.
-func (r *running) expectLog(msg string) {
-	r.t.Helper()
-	timeout := time.After(hangGuard)
-	for {
-		select {
-		case line := <-r.logs:
-			if strings.Contains(line, msg) {
-				return
-			}
-		case <-timeout:
-			r.t.Fatalf("leasectl never logged %q", msg)
-		}
-	}
-}
-
-func (r *running) exitCode() int {
-	r.t.Helper()
-	select {
-	case <-r.done:
-		return r.cmd.ProcessState.ExitCode()
-	case <-time.After(hangGuard):
-		r.t.Fatal("leasectl did not exit")
-		return -1
-	}
+	return &running{testenv.Start(t, cmd), stdin}
 }
 
 // finish lets the child end and returns leasectl's exit code.
 func (r *running) finish() int {
-	r.t.Helper()
 	io.WriteString(r.stdin, "go\n")
-	return r.exitCode()
+	return r.ExitCode()
 }
 
 // childScript reports the child's pid and token, then waits for a line on
 // stdin.
 const childScript = `echo pid $$; echo token $LEASECTL_FENCING_TOKEN; read x; echo ending`
-
-// deathTime waits for process pid to exit and returns when it did, using a
-// pidfd (an event, not polling).
-func deathTime(t *testing.T, pid int) time.Time {
-	t.Helper()
-	fd, err := unix.PidfdOpen(pid, 0)
-	if errors.Is(err, unix.ESRCH) {
-		return time.Now()
-	}
-	if err != nil {
-		t.Fatalf("pidfd_open(%d): %v", pid, err)
-	}
-	defer unix.Close(fd)
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, int(hangGuard/time.Millisecond))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			t.Fatalf("poll pidfd: %v", err)
-		}
-		if n == 0 {
-			t.Fatalf("process %d still alive after %s", pid, hangGuard)
-		}
-		return time.Now()
-	}
-}
 
 // liveUntil reads job's liveness expiry in namespace from srv, in
 // microseconds; 0 when it has no run.
@@ -251,10 +94,10 @@ func liveUntil(t *testing.T, srv *pgtest.Server, namespace, job string) int64 {
 // other trace a test can wait on.
 func awaitRenewal(t *testing.T, srv *pgtest.Server, namespace, job string, since int64) {
 	t.Helper()
-	deadline := time.Now().Add(hangGuard)
+	deadline := time.Now().Add(testenv.HangGuard)
 	for liveUntil(t, srv, namespace, job) <= since {
 		if time.Now().After(deadline) {
-			t.Fatalf("no renewal of %s within %s", job, hangGuard)
+			t.Fatalf("no renewal of %s within %s", job, testenv.HangGuard)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -263,7 +106,7 @@ func awaitRenewal(t *testing.T, srv *pgtest.Server, namespace, job string, since
 // lastOutcome reads the job's last outcome with `leasectl status --json`.
 func lastOutcome(t *testing.T, url, namespace, job string) (result string, token int64) {
 	t.Helper()
-	code, out, _ := outcome(t, leasectl(t, url, namespace, "status", job, "--json"))
+	code, out, _ := testenv.Run(t, leasectl(t, url, namespace, "status", job, "--json"))
 	if code != 0 {
 		t.Fatalf("status exit %d", code)
 	}
@@ -282,15 +125,15 @@ func lastOutcome(t *testing.T, url, namespace, job string) (result string, token
 func TestRunOnPostgres(t *testing.T) {
 	srv := testPG.Get(t)
 	ns := freshNamespace()
-	code, out, _ := outcome(t, leasectl(t, srv.URL, ns, "store", "migrate"))
+	code, out, _ := testenv.Run(t, leasectl(t, srv.URL, ns, "store", "migrate"))
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("schema %q migrated from version 0 to %d", ns, schemaVersion)) {
 		t.Fatalf("store migrate: exit %d, %q", code, out)
 	}
-	code, out, _ = outcome(t, leasectl(t, srv.URL, ns, "store", "migrate", "--json"))
+	code, out, _ = testenv.Run(t, leasectl(t, srv.URL, ns, "store", "migrate", "--json"))
 	if code != 0 || strings.TrimSpace(out) != fmt.Sprintf(`{"schema":%q,"from_version":%d,"to_version":%[2]d}`, ns, schemaVersion) {
 		t.Fatalf("store migrate --json again: exit %d, %q", code, out)
 	}
-	code, out, _ = outcome(t, leasectl(t, srv.URL, ns, "run", "--job", "hello", "--", "sh", "-c", `echo "token $LEASECTL_FENCING_TOKEN"`))
+	code, out, _ = testenv.Run(t, leasectl(t, srv.URL, ns, "run", "--job", "hello", "--", "sh", "-c", `echo "token $LEASECTL_FENCING_TOKEN"`))
 	if code != 0 || !strings.HasPrefix(out, "token ") {
 		t.Fatalf("run: exit %d, stdout %q", code, out)
 	}
@@ -298,17 +141,17 @@ func TestRunOnPostgres(t *testing.T) {
 	if result, last := lastOutcome(t, srv.URL, ns, "hello"); !strings.EqualFold(result, "completed") || last != token {
 		t.Errorf("last outcome %s with token %d, want completed with the run's token %d", result, last, token)
 	}
-	if code, _, _ := outcome(t, leasectl(t, srv.URL, ns, "token", "check", "--job", "hello", "--token", strconv.FormatInt(token, 10))); code != 1 {
+	if code, _, _ := testenv.Run(t, leasectl(t, srv.URL, ns, "token", "check", "--job", "hello", "--token", strconv.FormatInt(token, 10))); code != 1 {
 		t.Errorf("token check of a finished run: exit %d, want 1", code)
 	}
 }
 
 func TestStoreMigrateSQLNeedsNoServer(t *testing.T) {
-	code, out, _ := outcome(t, leasectl(t, "postgres://nobody@127.0.0.1:1/db", "Team/a", "store", "migrate", "--sql"))
+	code, out, _ := testenv.Run(t, leasectl(t, "postgres://nobody@127.0.0.1:1/db", "Team/a", "store", "migrate", "--sql"))
 	if code != 0 || !strings.HasPrefix(out, "-- leasectl: schema \"Team/a\"") || !strings.Contains(out, "\nCOMMIT;\n") {
 		t.Fatalf("store migrate --sql: exit %d, output starts %.80q", code, out)
 	}
-	if code, _, stderr := outcome(t, leasectl(t, "", "ns", "store", "migrate")); code != 0 || !strings.Contains(stderr, "nothing to migrate") {
+	if code, _, stderr := testenv.Run(t, leasectl(t, "", "ns", "store", "migrate")); code != 0 || !strings.Contains(stderr, "nothing to migrate") {
 		t.Errorf("store migrate on the embedded store: exit %d, stderr %q", code, stderr)
 	}
 }
@@ -319,8 +162,8 @@ func TestServerRestartedDuringARun(t *testing.T) {
 	// a loaded machine.
 	const ttl, heartbeat, safety = 8 * time.Second, 500 * time.Millisecond, 6 * time.Second
 	r := start(t, leasectl(t, srv.URL, "ns", append(append([]string{"run", "--job", "restart"}, timing(ttl, heartbeat, safety)...), "--", "sh", "-c", childScript)...))
-	pid, _ := r.expect("pid ")
-	token, _ := r.expect("token ")
+	pid, _ := r.Expect("pid ")
+	token, _ := r.Expect("token ")
 	before := liveUntil(t, srv, "ns", "restart")
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
@@ -338,7 +181,7 @@ func TestServerRestartedDuringARun(t *testing.T) {
 func TestServerFrozenPastTheSafetyWindow(t *testing.T) {
 	srv := ownPG(t)
 	r := start(t, leasectl(t, srv.URL, "ns", append(append([]string{"run", "--job", "frozen"}, timing(ttl, heartbeat, safety)...), "--", "sh", "-c", childScript)...))
-	s, _ := r.expect("pid ")
+	s, _ := r.Expect("pid ")
 	pid, _ := strconv.Atoi(s)
 	// Let a few renewals through, then freeze: the last confirmed renewal
 	// was sent before this instant.
@@ -348,12 +191,12 @@ func TestServerFrozenPastTheSafetyWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Thaw()
-	latency := deathTime(t, pid).Sub(frozenAt)
+	latency := testenv.DeathTime(t, pid).Sub(frozenAt)
 	t.Logf("child died %s after the freeze (safety %s)", latency, safety)
 	if latency > safety+50*time.Millisecond {
 		t.Errorf("child died %s after the freeze, want within safety + 50ms = %s", latency, safety+50*time.Millisecond)
 	}
-	if code := r.exitCode(); code != 125 {
+	if code := r.ExitCode(); code != 125 {
 		t.Errorf("exit code %d, want 125 (lease lost)", code)
 	}
 }
@@ -363,8 +206,8 @@ func TestBackendTerminatedDuringARun(t *testing.T) {
 	ns := freshNamespace()
 	url := withApp(srv.URL, ns)
 	r := start(t, leasectl(t, url, ns, append(append([]string{"run", "--job", "terminated"}, timing(ttl, heartbeat, safety)...), "--", "sh", "-c", childScript)...))
-	r.expect("pid ")
-	token, _ := r.expect("token ")
+	r.Expect("pid ")
+	token, _ := r.Expect("token ")
 	before := liveUntil(t, srv, ns, "terminated")
 	if n := terminate(t, srv, ns); n == 0 {
 		t.Fatal("no backend of the run to terminate")
@@ -392,7 +235,7 @@ func TestReadOnlyAndRightlessRolesExit69(t *testing.T) {
 		{"no rights", rightless, `role \"no_run\" lacks a right leasectl needs`, "no-Pa55"}, // as the JSON log line quotes it
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, _, stderr := outcome(t, leasectl(t, tc.url, ns, "run", "--job", "j", "--", "true"))
+			code, _, stderr := testenv.Run(t, leasectl(t, tc.url, ns, "run", "--job", "j", "--", "true"))
 			if code != 69 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stderr %q; want 69 and %q", code, stderr, tc.want)
 			}
@@ -409,21 +252,21 @@ func TestHandoffWithWaitIsWokenByNotify(t *testing.T) {
 	// A TTL far longer than the test: only the notification can wake the
 	// waiter in time.
 	holder := start(t, leasectl(t, srv.URL, ns, "run", "--job", "handoff", "--ttl", "1m", "--", "sh", "-c", childScript))
-	holder.expect("pid ")
-	holder.expect("token ")
+	holder.Expect("pid ")
+	holder.Expect("token ")
 	waiter := start(t, leasectl(t, srv.URL, ns, "--log-level", "debug", "run", "--job", "handoff", "--wait", "--ttl", "1m", "--", "sh", "-c", "echo started"))
-	waiter.expectLog("lease held; waiting")
+	waiter.ExpectLog("lease held; waiting")
 	io.WriteString(holder.stdin, "go\n")
-	_, ended := holder.expect("ending")
-	_, started := waiter.expect("started")
+	_, ended := holder.Expect("ending")
+	_, started := waiter.Expect("started")
 	t.Logf("handoff: %s from the holder's last line to the waiter's first", started.Sub(ended))
 	if d := started.Sub(ended); d > 10*time.Second {
 		t.Errorf("the waiter started %s after the release: it was not woken by the notification", d)
 	}
-	if c := holder.exitCode(); c != 0 {
+	if c := holder.ExitCode(); c != 0 {
 		t.Errorf("holder exit %d", c)
 	}
-	if c := waiter.exitCode(); c != 0 {
+	if c := waiter.ExitCode(); c != 0 {
 		t.Errorf("waiter exit %d", c)
 	}
 }
@@ -433,16 +276,16 @@ func TestScanCountsAKilledSupervisorOnce(t *testing.T) {
 	ns := freshNamespace()
 	const ttl = 500 * time.Millisecond
 	r := start(t, leasectl(t, srv.URL, ns, append(append([]string{"run", "--job", "reaped"}, timing(ttl, 100*time.Millisecond, 300*time.Millisecond)...), "--", "sh", "-c", childScript)...))
-	s, _ := r.expect("pid ")
+	s, _ := r.Expect("pid ")
 	pid, _ := strconv.Atoi(s)
-	if err := r.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := r.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deathTime(t, pid)
+	testenv.DeathTime(t, pid)
 	time.Sleep(ttl + 100*time.Millisecond) // the lease's liveness runs out
 	scan := func() []map[string]any {
 		t.Helper()
-		code, out, _ := outcome(t, leasectl(t, srv.URL, ns, "scan", "--json"))
+		code, out, _ := testenv.Run(t, leasectl(t, srv.URL, ns, "scan", "--json"))
 		if code != 0 {
 			t.Fatalf("scan exit %d", code)
 		}
@@ -469,17 +312,17 @@ func TestLeastPrivilegeSetUp(t *testing.T) {
 	owner := role(t, srv, "ls_owner", "ow-Pa55", "GRANT CREATE ON DATABASE postgres TO ls_owner")
 	runner := role(t, srv, "ls_run", "ru-Pa55")
 	ns := freshNamespace()
-	if code, _, _ := outcome(t, leasectl(t, owner, ns, "store", "migrate")); code != 0 {
+	if code, _, _ := testenv.Run(t, leasectl(t, owner, ns, "store", "migrate")); code != 0 {
 		t.Fatalf("store migrate as the owner: exit %d", code)
 	}
-	if code, _, stderr := outcome(t, leasectl(t, runner, ns, "run", "--job", "j", "--", "true")); code != 69 || !strings.Contains(stderr, "GRANT USAGE ON SCHEMA") {
+	if code, _, stderr := testenv.Run(t, leasectl(t, runner, ns, "run", "--job", "j", "--", "true")); code != 69 || !strings.Contains(stderr, "GRANT USAGE ON SCHEMA") {
 		t.Fatalf("run before the grant: exit %d, stderr %q; want 69 naming the grant", code, stderr)
 	}
 	rawConn(t, owner, "GRANT USAGE ON SCHEMA "+quoteIdent(ns)+" TO ls_run")
-	if code, _, _ := outcome(t, leasectl(t, runner, ns, "run", "--job", "j", "--", "true")); code != 0 {
+	if code, _, _ := testenv.Run(t, leasectl(t, runner, ns, "run", "--job", "j", "--", "true")); code != 0 {
 		t.Fatalf("run after the grant: exit %d", code)
 	}
-	if code, _, stderr := outcome(t, leasectl(t, runner, freshNamespace(), "run", "--job", "j", "--", "true")); code != 69 || !strings.Contains(stderr, "permission denied for database") {
+	if code, _, stderr := testenv.Run(t, leasectl(t, runner, freshNamespace(), "run", "--job", "j", "--", "true")); code != 69 || !strings.Contains(stderr, "permission denied for database") {
 		t.Errorf("run in a namespace nobody migrated: exit %d, stderr %q; want 69: the runner may not create schemas", code, stderr)
 	}
 }

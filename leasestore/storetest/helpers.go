@@ -138,3 +138,42 @@ func WantUnavailable(t testing.TB, err error, cause string, secrets ...string) {
 		}
 	}
 }
+
+// WantFrozenCallsReturn checks what the contract says of a server that
+// stopped answering, as a SIGSTOPped one: a renewal of l on s, an acquire
+// on a new client from open and a subscription on s each return by their
+// deadline, long before HangGuard, unavailable with cause and without the
+// secrets.
+func WantFrozenCallsReturn(t *testing.T, s leasestore.Store, l *leasestore.Lease, open func(testing.TB) leasestore.Store,
+	cause string, secrets ...string) {
+	t.Helper()
+	const deadline = 300 * time.Millisecond
+	calls := map[string]func(ctx context.Context) error{
+		"renew": func(ctx context.Context) error { return s.Renew(ctx, l) },
+		"acquire on a new client": func(ctx context.Context) error {
+			_, err := open(t).Acquire(ctx, Request("other", "w2", LongTTL))
+			return err
+		},
+		"subscribe": func(ctx context.Context) error {
+			sub, err := s.Subscribe(ctx, "job")
+			if err == nil {
+				sub.Close()
+			}
+			return err
+		},
+	}
+	for name, call := range calls {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- call(ctx) }()
+			select {
+			case err := <-done:
+				WantUnavailable(t, err, cause, secrets...)
+			case <-time.After(HangGuard):
+				t.Fatalf("call still blocked %s after its %s deadline", HangGuard, deadline)
+			}
+		})
+	}
+}
