@@ -1,23 +1,17 @@
 package cmd
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasectl/leasectl/internal/redistest"
+	"github.com/leasectl/leasectl/internal/testcert"
 	"github.com/leasectl/leasectl/internal/testenv"
+	"github.com/leasectl/leasectl/internal/testproc"
+	"github.com/leasectl/leasectl/internal/testserver"
 )
 
 // TestTLSMismatchFailsFastNamingTLS points TLS at a plain Redis and plain
@@ -30,10 +24,7 @@ func TestTLSMismatchFailsFastNamingTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain, err := redistest.Start(redistest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = plain.Stop() })
+	plain = testserver.Own(t, plain, err)
 	tlsAddr := startTLSRedis(t)
 
 	// The handshake is bounded by 2 s (redisstore's tlsHandshakeTimeout);
@@ -81,53 +72,22 @@ func TestTLSMismatchFailsFastNamingTLS(t *testing.T) {
 }
 
 // startTLSRedis starts a redis-server that also listens for TLS, with a
-// self-signed certificate for 127.0.0.1, and returns the TLS address.
+// certificate for 127.0.0.1 from a CA the client does not know, and returns
+// the TLS address.
 func startTLSRedis(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certs, err := testcert.Generate(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "leasectl test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	port, err := testproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	srv, err := redistest.Start(redistest.Options{Args: []string{
-		"--tls-port", strconv.Itoa(port), "--tls-cert-file", cert, "--tls-key-file", keyFile,
-		"--tls-ca-cert-file", cert, "--tls-auth-clients", "no",
+		"--tls-port", strconv.Itoa(port), "--tls-cert-file", certs.ServerCert, "--tls-key-file", certs.ServerKey,
+		"--tls-ca-cert-file", certs.CA, "--tls-auth-clients", "no",
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
+	testserver.Own(t, srv, err)
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

@@ -327,16 +327,8 @@ func (m *Member) PID() int { return m.cmd.Process.Pid }
 
 // stop terminates the member, thawing it first so that SIGTERM is handled.
 func (m *Member) stop() {
-	if !m.Running() {
-		return
-	}
-	m.cmd.Process.Signal(syscall.SIGCONT)
-	m.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-m.done:
-	case <-time.After(stopTimeout):
-		m.cmd.Process.Kill()
-		<-m.done
+	if m.Running() {
+		testproc.Stop(m.cmd.Process, m.done, syscall.SIGTERM, stopTimeout)
 	}
 }
 

@@ -113,42 +113,25 @@ logfile = %s
 
 // waitReady runs a query through the pooler until it answers.
 func (b *PgBouncer) waitReady() error {
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		select {
-		case <-b.done:
-			return fmt.Errorf("pgtest: pgbouncer exited during start-up: %s", testproc.Tail(filepath.Join(b.dir, "pgbouncer.log")))
-		default:
-		}
+	err := testproc.WaitReady("pgtest: pgbouncer", b.done, readyTimeout, 20*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		conn, err := pgconn.Connect(ctx, b.URL)
-		if err == nil {
-			_, err = conn.Exec(ctx, "SELECT 1").ReadAll()
-			conn.Close(context.Background())
+		if err != nil {
+			return err
 		}
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pgtest: pgbouncer not ready after %s: %v", readyTimeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		defer conn.Close(context.Background())
+		_, err = conn.Exec(ctx, "SELECT 1").ReadAll()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w; pgbouncer log: %s", err, testproc.Tail(filepath.Join(b.dir, "pgbouncer.log")))
 	}
+	return nil
 }
 
 // Stop ends the pooler and removes its folder.
 func (b *PgBouncer) Stop() error {
-	select {
-	case <-b.done:
-	default:
-		b.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-b.done:
-		case <-time.After(stopTimeout):
-			b.cmd.Process.Kill()
-			<-b.done
-		}
-	}
+	testproc.Stop(b.cmd.Process, b.done, syscall.SIGINT, stopTimeout)
 	return os.RemoveAll(b.dir)
 }

@@ -67,7 +67,7 @@ type Server struct {
 	dir  string // the server's folder: data, socket folder, log
 	cred *syscall.Credential
 	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has been waited for
+	done <-chan struct{} // closed when cmd has been waited for
 }
 
 // Start runs initdb in a new temporary folder and starts a server on a free
@@ -213,21 +213,11 @@ func (s *Server) launch() error {
 	for _, c := range s.opts.Conf {
 		args = append(args, "-c", c)
 	}
-	logFile, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("pgtest: log file: %w", err)
-	}
-	defer logFile.Close()
 	cmd := s.command("postgres", args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if err := cmd.Start(); err != nil {
+	done, err := testproc.Launch(cmd, s.logPath())
+	if err != nil {
 		return fmt.Errorf("pgtest: start postgres: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
 	s.cmd, s.done = cmd, done
 	if err := s.waitReady(); err != nil {
 		s.Kill()
@@ -239,28 +229,17 @@ func (s *Server) launch() error {
 // waitReady connects until the server accepts a connection, the postmaster
 // exits, or readyTimeout passes.
 func (s *Server) waitReady() error {
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		select {
-		case <-s.done:
-			return fmt.Errorf("pgtest: postgres on port %d exited during start-up", s.Port)
-		default:
-		}
+	what := fmt.Sprintf("pgtest: postgres on port %d", s.Port)
+	return testproc.WaitReady(what, s.done, readyTimeout, 20*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		conn, err := pgconn.Connect(ctx, s.URL)
-		cancel()
-		if err == nil {
-			conn.Close(context.Background())
-			return nil
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pgtest: postgres on port %d not ready after %s: %v", s.Port, readyTimeout, err)
-		}
-		select {
-		case <-s.done:
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		conn.Close(context.Background())
+		return nil
+	})
 }
 
 // URLFor is a URL of the server for user with password (none when empty)
@@ -303,14 +282,7 @@ func (s *Server) signalAll(sig syscall.Signal) error {
 }
 
 // exited reports whether the postmaster has exited.
-func (s *Server) exited() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Server) exited() bool { return testproc.Exited(s.done) }
 
 // Stop shuts the server down (fast shutdown, then SIGKILL if it lingers)
 // and removes its folder. It thaws a frozen server first.

@@ -12,16 +12,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasectl/leasectl/internal/testserver"
 )
 
 func start(t *testing.T, opts Options) *Server {
 	t.Helper()
 	s, err := Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop() })
-	return s
+	return testserver.Own(t, s, err)
 }
 
 func query1(t *testing.T, s *Server, sql string) string {

@@ -71,7 +71,7 @@ type Server struct {
 	dir      string
 	password string
 	cmd      *exec.Cmd
-	done     chan struct{} // closed when cmd has been waited for
+	done     <-chan struct{} // closed when cmd has been waited for
 }
 
 // Start runs a redis-server on a free loopback port and returns once it
@@ -155,27 +155,16 @@ func (s *Server) launch() error {
 		)
 	}
 	args = append(args, s.opts.Args...)
-	logPath := filepath.Join(s.dir, "redis.log")
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return fmt.Errorf("redistest: log file: %w", err)
-	}
-	defer logFile.Close()
 	// Not redis-sentinel even for a Sentinel: that is the same binary under
 	// another name, which Debian ships in a package of its own.
 	cmd := exec.Command("redis-server", args...)
 	cmd.Dir = s.dir
-	cmd.Stdout = logFile
-	cmd.Stderr = logFile
 	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
+	logPath := filepath.Join(s.dir, "redis.log")
+	done, err := testproc.Launch(cmd, logPath)
+	if err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
 	s.cmd, s.done = cmd, done
 	if err := s.waitReady(); err != nil {
 		cmd.Process.Kill()
@@ -192,60 +181,31 @@ func (s *Server) sentinelConf() string {
 
 // exited reports whether the server's process has exited (been killed or
 // stopped) and not been restarted.
-func (s *Server) exited() bool {
-	select {
-	case <-s.done:
-		return true
-	default:
-		return false
-	}
-}
+func (s *Server) exited() bool { return testproc.Exited(s.done) }
 
 // waitReady dials and PINGs until the server answers, the process exits, or
 // readyTimeout passes. Any reply counts, NOAUTH included: the server is up.
 func (s *Server) waitReady() error {
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		select {
-		case <-s.done:
-			return fmt.Errorf("redistest: redis-server on port %d exited during start-up", s.port)
-		default:
-		}
+	what := fmt.Sprintf("redistest: redis-server on port %d", s.port)
+	return testproc.WaitReady(what, s.done, readyTimeout, 10*time.Millisecond, func() error {
 		conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
-		if err == nil {
-			conn.SetDeadline(time.Now().Add(ioTimeout))
-			_, err = roundTrip(bufio.NewReader(conn), conn, []string{"PING"})
-			conn.Close()
-			var reply replyError
-			if err == nil || errors.As(err, &reply) {
-				return nil
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: redis-server on port %d not ready after %s: %v", s.port, readyTimeout, err)
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(ioTimeout))
+		_, err = roundTrip(bufio.NewReader(conn), conn, []string{"PING"})
+		if reply := replyError(""); errors.As(err, &reply) {
+			return nil
 		}
-		select {
-		case <-s.done:
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return err
+	})
 }
 
 // Stop terminates the server (SIGTERM, then SIGKILL if it lingers) and
 // removes its folder. It thaws a frozen server first so SIGTERM is handled.
 func (s *Server) Stop() error {
-	select {
-	case <-s.done:
-	default:
-		s.cmd.Process.Signal(syscall.SIGCONT)
-		s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(stopTimeout):
-			s.cmd.Process.Kill()
-			<-s.done
-		}
-	}
+	testproc.Stop(s.cmd.Process, s.done, syscall.SIGTERM, stopTimeout)
 	if err := os.RemoveAll(s.dir); err != nil {
 		return fmt.Errorf("redistest: remove %s: %w", s.dir, err)
 	}

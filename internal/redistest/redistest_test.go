@@ -4,16 +4,14 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/leasectl/leasectl/internal/testserver"
 )
 
 func start(t *testing.T, opts Options) *Server {
 	t.Helper()
 	s, err := Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Stop() })
-	return s
+	return testserver.Own(t, s, err)
 }
 
 func TestStartDoRestartStop(t *testing.T) {

@@ -22,8 +22,11 @@ import (
 
 // Files are the PEM files Generate wrote.
 type Files struct {
-	CA                    string // the CA's certificate: trust it
-	ServerCert, ServerKey string // for 127.0.0.1, ::1 and localhost
+	CA string // the CA's certificate: trust it
+	// ServerCert and ServerKey are for 127.0.0.1, ::1 and localhost, good
+	// for client authentication too: etcd's gateway reaches its own gRPC
+	// server with the member's certificate.
+	ServerCert, ServerKey string
 	ClientCert, ClientKey string // signed by the same CA, CN "test-client"
 	// OtherCA is a second CA's certificate that signed nothing here: a
 	// client trusting only it must refuse the server.
@@ -50,7 +53,7 @@ func Generate(dir string) (Files, error) {
 		Subject:     pkix.Name{CommonName: "localhost"},
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
 	client := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "test-client"},

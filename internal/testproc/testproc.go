@@ -1,7 +1,8 @@
 // Package testproc holds what the packages that start test servers
 // (redistest, pgtest, etcdtest) and the bench share: free loopback ports
-// that are never a standard server port, and the end of a log for an error
-// message. It is imported only by tests and the bench.
+// that are never a standard server port, the start of a server process
+// logging to a file and the wait until it is ready, and the end of a log
+// for an error message. It is imported only by tests and the bench.
 package testproc
 
 import (
