@@ -271,3 +271,45 @@ func request(t testing.TB, base, method, path, token string, body any, headers .
 func acquireBody(job, worker string, ttl time.Duration) api.AcquireRequest {
 	return api.AcquireRequest{JobID: job, WorkerID: worker, TTLMS: api.MS(ttl), Host: "host-" + worker, PID: 4242}
 }
+
+// testClock is a clock a test moves by hand, for Config.Now.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock d forward.
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// drainAnswers drains srv once held reports that the long-poll whose
+// answer comes on got is in progress, and fails the test unless the
+// long-poll (what) is then answered shutting_down at once.
+func drainAnswers(t *testing.T, srv *testServer, got <-chan answer, what string, held func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !held() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the %s never reached the registry", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	srv.Drain()
+	select {
+	case a := <-got:
+		if e := a.err(t); e.Code != api.CodeShuttingDown {
+			t.Errorf("a %s during a drain: %+v, want %s", what, e, api.CodeShuttingDown)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a drain did not answer the %s", what)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -238,10 +237,8 @@ func TestIdempotencyForgetsFailures(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.RateLimit, c.Now = 5, clock })
+	clock := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.RateLimit, c.Now = 5, clock.Now })
 	codes := map[int]int{}
 	for range 12 {
 		codes[request(t, srv.url, http.MethodGet, api.PathCounts, readerToken, nil).status]++
@@ -249,9 +246,7 @@ func TestRateLimit(t *testing.T) {
 	if codes[http.StatusOK] != 10 || codes[http.StatusTooManyRequests] != 2 {
 		t.Errorf("12 requests at once with a limit of 5/s (bursts of 10): %v, want 10 answered and 2 refused", codes)
 	}
-	mu.Lock()
-	now = now.Add(time.Second)
-	mu.Unlock()
+	clock.Advance(time.Second)
 	if a := request(t, srv.url, http.MethodGet, api.PathCounts, readerToken, nil); a.status != http.StatusOK {
 		t.Errorf("a second later: %d, want 200", a.status)
 	}

@@ -36,15 +36,14 @@ const (
 // collects it with a wait, so that nothing released between two
 // long-polls is missed.
 type hub struct {
-	store       leasestore.Store
-	now         func() time.Time
-	maxPerOwner int // maxSubscriptionsPerToken; lowered by tests
+	store leasestore.Store
+	now   func() time.Time
 
-	mu      sync.Mutex
-	jobs    map[string]*jobWatch
-	subs    map[string]*subscription
-	byOwner map[[sha256.Size]byte]int // how many of subs each token holds
-	closed  bool
+	mu     sync.Mutex
+	jobs   map[string]*jobWatch
+	subs   map[string]*subscription
+	held   admission // of subs
+	closed bool
 }
 
 // jobWatch is the store subscription of one job and its waiters.
@@ -71,7 +70,9 @@ type subscription struct {
 }
 
 func newHub(store leasestore.Store, now func() time.Time) *hub {
-	return &hub{store: store, now: now, maxPerOwner: maxSubscriptionsPerToken, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}, byOwner: map[[sha256.Size]byte]int{}}
+	held := newAdmission("subscriptions", api.CodeTooManySubscriptions,
+		"wait on fewer jobs at once, or give clients tokens of their own", maxSubscriptions, maxSubscriptionsPerToken)
+	return &hub{store: store, now: now, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}, held: held}
 }
 
 // subscribe makes a subscription to job for the token with digest owner.
@@ -83,14 +84,9 @@ func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte
 		h.mu.Unlock()
 		return nil, api.Errorf(api.CodeShuttingDown, "the registry is shutting down")
 	}
-	if len(h.subs) >= maxSubscriptions {
+	if err := h.held.admit(owner, len(h.subs)); err != nil {
 		h.mu.Unlock()
-		return nil, api.Errorf(api.CodeTooManySubscriptions, "the registry holds %d subscriptions, its limit", maxSubscriptions)
-	}
-	if h.byOwner[owner] >= h.maxPerOwner {
-		h.mu.Unlock()
-		return nil, api.Errorf(api.CodeTooManySubscriptions,
-			"this token holds %d subscriptions, the limit for one token; wait on fewer jobs at once, or give clients tokens of their own", h.maxPerOwner)
+		return nil, err
 	}
 	w, ok := h.jobs[job]
 	if !ok {
@@ -102,7 +98,6 @@ func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte
 	// as soon as that is in place.
 	w.waiters[s] = struct{}{}
 	h.subs[s.id] = s
-	h.byOwner[owner]++
 	h.mu.Unlock()
 
 	if !ok {
@@ -199,9 +194,7 @@ func (h *hub) dropLocked(s *subscription) {
 		return
 	}
 	delete(h.subs, s.id)
-	if h.byOwner[s.owner]--; h.byOwner[s.owner] == 0 {
-		delete(h.byOwner, s.owner)
-	}
+	h.held.release(s.owner)
 	delete(s.w.waiters, s)
 	if len(s.w.waiters) == 0 {
 		h.endLocked(s.w)

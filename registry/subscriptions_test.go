@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -115,18 +114,14 @@ func TestSubscriptionsShareTheStoreSubscription(t *testing.T) {
 
 // Subscriptions nobody waits on are dropped after subscriptionIdle.
 func TestIdleSubscriptionsAreDropped(t *testing.T) {
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.Now = clock })
+	clock := &testClock{now: time.Now()}
+	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.Now = clock.Now })
 	id := subscribe(t, srv, "j", workerToken)
 	srv.hub.sweep()
 	if srv.hub.count() != 1 {
 		t.Fatal("a fresh subscription was swept")
 	}
-	mu.Lock()
-	now = now.Add(subscriptionIdle + time.Second)
-	mu.Unlock()
+	clock.Advance(subscriptionIdle + time.Second)
 	srv.hub.sweep()
 	if e := wait(t, srv, id, workerToken, 10).err(t); e.Code != api.CodeSubscriptionNotFound {
 		t.Errorf("an idle subscription after the sweep: %+v, want it dropped", e)
@@ -140,23 +135,7 @@ func TestDrainAnswersLongPolls(t *testing.T) {
 	id := subscribe(t, srv, "j", workerToken)
 	got := make(chan answer, 1)
 	go func() { got <- wait(t, srv, id, workerToken, 30_000) }()
-	// Drain once the wait is held.
-	deadline := time.Now().Add(10 * time.Second)
-	for !holdsWait(srv, id) {
-		if time.Now().After(deadline) {
-			t.Fatal("the wait never reached the registry")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	srv.Drain()
-	select {
-	case a := <-got:
-		if e := a.err(t); e.Code != api.CodeShuttingDown {
-			t.Errorf("a long-poll during a drain: %+v, want %s", e, api.CodeShuttingDown)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a drain did not answer the long-poll")
-	}
+	drainAnswers(t, srv, got, "long-poll", func() bool { return holdsWait(srv, id) })
 	if a := request(t, srv.url, http.MethodGet, api.PathHealth, "", nil); a.status != http.StatusServiceUnavailable {
 		t.Errorf("/healthz while draining: %d, want 503", a.status)
 	}
@@ -176,7 +155,7 @@ func holdsWait(srv *testServer, id string) bool {
 // subscribes; an unsubscribe makes room again.
 func TestSubscriptionsPerToken(t *testing.T) {
 	srv := newTestServer(t, newFakeStore(t), nil)
-	srv.hub.maxPerOwner = 2
+	srv.hub.held.maxPerOwner = 2
 	first := subscribe(t, srv, "a", workerToken)
 	subscribe(t, srv, "a", workerToken)
 	a := request(t, srv.url, http.MethodPost, api.PathSubscribe, workerToken, api.SubscribeRequest{JobID: "b"})

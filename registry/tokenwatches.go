@@ -48,14 +48,13 @@ const (
 // state must be a read made for it after its watch started, which only a
 // watch of its own gives.
 type tokenHub struct {
-	store       leasestore.Store
-	now         func() time.Time
-	maxStates   int
-	maxPerOwner int // maxTokenWatchesPerToken; lowered by tests
+	store     leasestore.Store
+	now       func() time.Time
+	maxStates int
 
 	mu      sync.Mutex
 	watches map[string]*tokenWatch
-	byOwner map[[sha256.Size]byte]int // how many of watches each token holds
+	held    admission // of watches
 	closed  bool
 
 	// The store heartbeat the sync requests share (heartbeat).
@@ -101,8 +100,9 @@ type tokenWatch struct {
 // hub's own (ended by close), not any one request's.
 func newTokenHub(store leasestore.Store, now func() time.Time, opTimeout time.Duration) *tokenHub {
 	ctx, stop := context.WithCancel(context.Background())
-	return &tokenHub{store: store, now: now, maxStates: maxTokenStates, maxPerOwner: maxTokenWatchesPerToken,
-		watches: map[string]*tokenWatch{}, byOwner: map[[sha256.Size]byte]int{},
+	held := newAdmission("token watches", api.CodeTooManyTokenWatches,
+		"check the other jobs with check-token, or give the checker a token of its own", maxTokenWatches, maxTokenWatchesPerToken)
+	return &tokenHub{store: store, now: now, maxStates: maxTokenStates, watches: map[string]*tokenWatch{}, held: held,
 		hbCtx: ctx, hbStop: stop, hbTimeout: opTimeout}
 }
 
@@ -126,18 +126,12 @@ func (h *tokenHub) watch(ctx context.Context, job string, owner [sha256.Size]byt
 		h.mu.Unlock()
 		return nil, nil, api.Errorf(api.CodeShuttingDown, "the registry is shutting down")
 	}
-	if len(h.watches) >= maxTokenWatches {
+	if err := h.held.admit(owner, len(h.watches)); err != nil {
 		h.mu.Unlock()
-		return nil, nil, api.Errorf(api.CodeTooManyTokenWatches, "the registry holds %d token watches, its limit", maxTokenWatches)
-	}
-	if h.byOwner[owner] >= h.maxPerOwner {
-		h.mu.Unlock()
-		return nil, nil, api.Errorf(api.CodeTooManyTokenWatches,
-			"this token holds %d token watches, the limit for one token; check the other jobs with check-token, or give the checker a token of its own", h.maxPerOwner)
+		return nil, nil, err
 	}
 	w := &tokenWatch{id: newID(), job: job, owner: owner, max: h.maxStates, changed: make(chan struct{}), seen: h.now()}
 	h.watches[w.id] = w
-	h.byOwner[owner]++
 	h.mu.Unlock()
 
 	sw, err := feed.WatchTokens(ctx, job, w.add)
@@ -375,9 +369,7 @@ func (h *tokenHub) drop(w *tokenWatch) {
 func (h *tokenHub) dropLocked(w *tokenWatch) {
 	if h.watches[w.id] == w {
 		delete(h.watches, w.id)
-		if h.byOwner[w.owner]--; h.byOwner[w.owner] == 0 {
-			delete(h.byOwner, w.owner)
-		}
+		h.held.release(w.owner)
 	}
 	w.mu.Lock()
 	if !w.gone {

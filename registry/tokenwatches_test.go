@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -176,18 +175,14 @@ func TestTokenWatchWithoutAFeed(t *testing.T) {
 // Token watches nobody polls are dropped after tokenWatchIdle, and a drain
 // answers polls in progress.
 func TestIdleTokenWatchesAreDropped(t *testing.T) {
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	srv := newTestServer(t, feedStore(t), func(c *Config) { c.Now = clock })
+	clock := &testClock{now: time.Now()}
+	srv := newTestServer(t, feedStore(t), func(c *Config) { c.Now = clock.Now })
 	w := watchTokens(t, srv, "j", readerToken)
 	srv.watches.sweep()
 	if srv.watches.count() != 1 {
 		t.Fatal("a fresh token watch was swept")
 	}
-	mu.Lock()
-	now = now.Add(tokenWatchIdle + time.Second)
-	mu.Unlock()
+	clock.Advance(tokenWatchIdle + time.Second)
 	srv.watches.sweep()
 	if e := pollTokens(t, srv, w.WatchID, readerToken, 1, 10).err(t); e.Code != api.CodeTokenWatchNotFound {
 		t.Errorf("an idle token watch after the sweep: %+v, want it dropped", e)
@@ -196,22 +191,7 @@ func TestIdleTokenWatchesAreDropped(t *testing.T) {
 	w = watchTokens(t, srv, "j", readerToken)
 	got := make(chan answer, 1)
 	go func() { got <- pollTokens(t, srv, w.WatchID, readerToken, 1, 30_000) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !holdsPoll(srv, w.WatchID) {
-		if time.Now().After(deadline) {
-			t.Fatal("the poll never reached the registry")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	srv.Drain()
-	select {
-	case a := <-got:
-		if e := a.err(t); e.Code != api.CodeShuttingDown {
-			t.Errorf("a token poll during a drain: %+v, want %s", e, api.CodeShuttingDown)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a drain did not answer the token poll")
-	}
+	drainAnswers(t, srv, got, "token poll", func() bool { return holdsPoll(srv, w.WatchID) })
 }
 
 // holdsPoll reports whether a poll of token watch id is in progress.
@@ -232,7 +212,7 @@ func holdsPoll(srv *testServer, id string) bool {
 // token still gets one; a watch dropped makes room again.
 func TestTokenWatchesPerToken(t *testing.T) {
 	srv := newTestServer(t, feedStore(t), nil)
-	srv.watches.maxPerOwner = 2
+	srv.watches.held.maxPerOwner = 2
 	first := watchTokens(t, srv, "a", readerToken)
 	watchTokens(t, srv, "b", readerToken)
 	a := request(t, srv.url, http.MethodPost, api.PathTokenWatches, readerToken, api.TokenWatchRequest{JobID: "c"})
