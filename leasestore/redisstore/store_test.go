@@ -428,3 +428,26 @@ func TestPoolSizeFromURL(t *testing.T) {
 		}
 	}
 }
+
+// Open sets up every kind of client alike: no retries, calls bounded by
+// their context, RESP2 without client identity, one dial attempt and the
+// supervisor's pool.
+func TestEveryKindOfClientIsSetUpAlike(t *testing.T) {
+	want := fmt.Sprint(true, true, 2, true, 1, poolSize)
+	for _, rawURL := range []string{"redis://127.0.0.1:1/0", "redis://127.0.0.1:1/0?master_name=m", "redis+cluster://127.0.0.1:1"} {
+		var got string
+		switch c := openRedis(t, rawURL, "ns").rdb.(type) {
+		case *redis.Client:
+			o := c.Options()
+			got = fmt.Sprint(o.MaxRetries <= 0, o.ContextTimeoutEnabled, o.Protocol, o.DisableIdentity, o.DialerRetries, o.PoolSize)
+		case *redis.ClusterClient:
+			o := c.Options()
+			got = fmt.Sprint(o.MaxRetries <= 0, o.ContextTimeoutEnabled, o.Protocol, o.DisableIdentity, o.DialerRetries, o.PoolSize)
+		default:
+			t.Fatalf("%s: a %T", rawURL, c)
+		}
+		if got != want {
+			t.Errorf("%s: no retries, context timeouts, protocol, no identity, dial retries, pool = %s, want %s", rawURL, got, want)
+		}
+	}
+}
