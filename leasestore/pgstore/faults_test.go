@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasectl/leasectl/internal/pgtest"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
@@ -357,20 +358,24 @@ func TestTextLeasectlCannotKeep(t *testing.T) {
 	}
 }
 
+// pgBouncer starts a PgBouncer in transaction pooling mode in front of the
+// shared server, stopped when the test ends; the test is skipped where
+// PgBouncer is not installed.
+func pgBouncer(t *testing.T) *pgtest.PgBouncer {
+	t.Helper()
+	b, err := testPG.Get(t).StartPgBouncer()
+	if errors.Is(err, pgtest.ErrNoPgBouncer) {
+		t.Skip(err)
+	}
+	return testserver.Own(t, b, err)
+}
+
 // TestThroughPgBouncer runs the store through PgBouncer in transaction
 // pooling mode, where each of its calls, one transaction each, may meet
 // another server session: migration, transitions and the reaper work
 // there (LISTEN does not: waiters then wake at the holder's expiry).
 func TestThroughPgBouncer(t *testing.T) {
-	srv := testPG.Get(t)
-	b, err := srv.StartPgBouncer()
-	if errors.Is(err, pgtest.ErrNoPgBouncer) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Stop()
+	b := pgBouncer(t)
 	ns := freshNamespace()
 	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Store { return openPG(t, b.URL, ns) }}
 	var grants, held atomic.Int64

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasectl/leasectl/internal/pgtest"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
@@ -98,17 +97,8 @@ func TestSyncTokensFailsWhenTheMarkerDoesNotComeBack(t *testing.T) {
 // nothing: WatchTokens says so rather than return a watch that never hears
 // a change.
 func TestTokenFeedRefusedThroughPgBouncer(t *testing.T) {
-	srv := testPG.Get(t)
-	b, err := srv.StartPgBouncer()
-	if errors.Is(err, pgtest.ErrNoPgBouncer) {
-		t.Skip(err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Stop()
-	s := openPG(t, b.URL, freshNamespace())
-	_, err = s.WatchTokens(pgCall(t, storetest.HangGuard), "job", func(leasestore.TokenState) {})
+	s := openPG(t, pgBouncer(t).URL, freshNamespace())
+	_, err := s.WatchTokens(pgCall(t, storetest.HangGuard), "job", func(leasestore.TokenState) {})
 	t.Logf("error: %v", err)
 	if !errors.Is(err, leasestore.ErrUnavailable) || !strings.Contains(err.Error(), "PgBouncer") {
 		t.Fatalf("WatchTokens through PgBouncer = %v, want ErrUnavailable naming PgBouncer", err)
