@@ -24,33 +24,19 @@ import (
 	"github.com/leasectl/leasectl/internal/faultproxy"
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/internal/testenv"
+	"github.com/leasectl/leasectl/internal/testserver"
 )
 
 // These tests drive the built binary against a real redis-server that
 // TestMain starts on a free loopback port.
 
-var (
-	redisSrv *redistest.Server
-	binary   string
-)
+// redisSrv is the package's shared redis-server.
+var redisSrv = testserver.Share("test redis-server", redistest.Start, redistest.Options{})
 
 func TestMain(m *testing.M) {
-	os.Exit(runMain(m))
-}
-
-func runMain(m *testing.M) int {
-	var err error
-	if binary, err = testenv.Leasectl(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer testenv.Cleanup()
-	if redisSrv, err = redistest.Start(redistest.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer redisSrv.Stop()
-	return m.Run()
+	code := testserver.Run(m, redisSrv)
+	testenv.Cleanup()
+	os.Exit(code)
 }
 
 // hangGuard only catches hangs; timing assertions use their own bounds.
@@ -62,7 +48,7 @@ const hangGuard = 20 * time.Second
 func leasectl(t *testing.T, srv *redistest.Server, args ...string) *exec.Cmd {
 	t.Helper()
 	w := worldOf(t)
-	cmd := exec.Command(binary, args...)
+	cmd := testenv.Command(t, args...)
 	env := append(os.Environ(),
 		"LEASECTL_NAMESPACE="+w.namespace,
 		"LEASECTL_LOG_FORMAT=json",
@@ -192,7 +178,7 @@ func TestFrozenRedisKillsTheChildWithinTheSafetyWindow(t *testing.T) {
 }
 
 func TestSupervisorSIGKILLedLeavesNoOrphans(t *testing.T) {
-	r := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "killed"}, append(timing(), "--", "sh", "-c", childScript)...)...))
+	r := start(t, leasectl(t, redisSrv.Get(t), append([]string{"run", "--job", "killed"}, append(timing(), "--", "sh", "-c", childScript)...)...))
 	pid, gc := r.pid("pid"), r.pid("gc")
 	killedAt := time.Now()
 	if err := r.Cmd.Process.Kill(); err != nil {
@@ -208,9 +194,9 @@ func TestSupervisorSIGKILLedLeavesNoOrphans(t *testing.T) {
 }
 
 func TestSupervisorSIGSTOPpedIsFencedBeforeTheWaiterStarts(t *testing.T) {
-	holder := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "stopped"}, append(timing(), "--", "sh", "-c", childScript)...)...))
+	holder := start(t, leasectl(t, redisSrv.Get(t), append([]string{"run", "--job", "stopped"}, append(timing(), "--", "sh", "-c", childScript)...)...))
 	pid, gc := holder.pid("pid"), holder.pid("gc")
-	waiter := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "stopped", "--wait"}, append(timing(), "--", "sh", "-c", "echo started; exec sleep 1000")...)...))
+	waiter := start(t, leasectl(t, redisSrv.Get(t), append([]string{"run", "--job", "stopped", "--wait"}, append(timing(), "--", "sh", "-c", "echo started; exec sleep 1000")...)...))
 	stoppedAt := time.Now()
 	if err := holder.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -234,7 +220,7 @@ func TestHandoffWithWait(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		srv  *redistest.Server
-	}{{"redis", redisSrv}, {"embedded", nil}} {
+	}{{"redis", redisSrv.Get(t)}, {"embedded", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			release, releaseW, err := os.Pipe()
 			if err != nil {
@@ -263,7 +249,7 @@ func TestHandoffWithWait(t *testing.T) {
 }
 
 func TestSIGTERMIsForwardedAndTheChildsCodeReturned(t *testing.T) {
-	r := start(t, leasectl(t, redisSrv, "run", "--job", "term", "--", "sh", "-c", `trap 'echo got-term; exit 42' TERM; echo ready; sleep 1000 & wait`))
+	r := start(t, leasectl(t, redisSrv.Get(t), "run", "--job", "term", "--", "sh", "-c", `trap 'echo got-term; exit 42' TERM; echo ready; sleep 1000 & wait`))
 	r.Expect("ready")
 	if err := r.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -275,10 +261,10 @@ func TestSIGTERMIsForwardedAndTheChildsCodeReturned(t *testing.T) {
 }
 
 func TestSignalWhileWaitingEndsTheWaitCleanly(t *testing.T) {
-	holder := start(t, leasectl(t, redisSrv, "run", "--job", "waitsig", "--", "sh", "-c", "echo started; exec sleep 1000"))
+	holder := start(t, leasectl(t, redisSrv.Get(t), "run", "--job", "waitsig", "--", "sh", "-c", "echo started; exec sleep 1000"))
 	holder.Expect("started")
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-		waiter := start(t, leasectl(t, redisSrv, "--log-level", "debug", "run", "--job", "waitsig", "--wait", "--", "sh", "-c", "echo started"))
+		waiter := start(t, leasectl(t, redisSrv.Get(t), "--log-level", "debug", "run", "--job", "waitsig", "--wait", "--", "sh", "-c", "echo started"))
 		waiter.ExpectLog("lease held; waiting")
 		waiter.Cmd.Process.Signal(sig)
 		if code := waiter.ExitCode(); code != 128+int(sig) {
@@ -296,7 +282,7 @@ func TestExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		srv  *redistest.Server
-	}{{"redis", redisSrv}, {"embedded", nil}} {
+	}{{"redis", redisSrv.Get(t)}, {"embedded", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := func(args ...string) int {
 				t.Helper()
@@ -380,7 +366,7 @@ func TestTenMegabytesOfStdoutByteForByte(t *testing.T) {
 	if err := os.WriteFile(src, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := leasectl(t, redisSrv, "run", "--job", "stdout", "--", "cat", src)
+	cmd := leasectl(t, redisSrv.Get(t), "run", "--job", "stdout", "--", "cat", src)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	if code := exitCode(t, cmd); code != 0 {
@@ -392,7 +378,7 @@ func TestTenMegabytesOfStdoutByteForByte(t *testing.T) {
 }
 
 func TestStdinReachesTheChild(t *testing.T) {
-	cmd := leasectl(t, redisSrv, "run", "--job", "stdin", "--", "cat")
+	cmd := leasectl(t, redisSrv.Get(t), "run", "--job", "stdin", "--", "cat")
 	cmd.Stdin = strings.NewReader("to the child\n")
 	var out bytes.Buffer
 	cmd.Stdout = &out
@@ -402,7 +388,7 @@ func TestStdinReachesTheChild(t *testing.T) {
 }
 
 func TestInteractiveChildGetsTheTerminal(t *testing.T) {
-	cmd := leasectl(t, redisSrv, "--log-level", "warn", "run", "--job", "tty", "--", "sh", "-c", `read line; echo "got:$line"`)
+	cmd := leasectl(t, redisSrv.Get(t), "--log-level", "warn", "run", "--job", "tty", "--", "sh", "-c", `read line; echo "got:$line"`)
 	ptmx, err := pty.Start(cmd) // the pty is leasectl's controlling terminal
 	if err != nil {
 		t.Fatal(err)
@@ -446,7 +432,7 @@ func TestInteractiveChildGetsTheTerminal(t *testing.T) {
 func TestDescendantsThatLeftTheGroupAreKilledAtTheEnd(t *testing.T) {
 	// setsid puts the sleep in a session and group of its own; when the
 	// child exits, the sleep is reparented to leasectl, the subreaper.
-	r := start(t, leasectl(t, redisSrv, "run", "--job", "escaped", "--", "sh", "-c", "setsid sleep 1000 & echo gc $!"))
+	r := start(t, leasectl(t, redisSrv.Get(t), "run", "--job", "escaped", "--", "sh", "-c", "setsid sleep 1000 & echo gc $!"))
 	gc := r.pid("gc")
 	if code := r.ExitCode(); code != 0 {
 		t.Fatalf("exit %d", code)
@@ -459,7 +445,7 @@ func TestDescendantsThatLeftTheGroupAreKilledAtTheEnd(t *testing.T) {
 
 func TestWatchdogKilledKillsTheChild(t *testing.T) {
 	// The child's process group is led by the watchdog.
-	r := start(t, leasectl(t, redisSrv, append([]string{"run", "--job", "wd-killed"}, append(timing(), "--", "sh", "-c",
+	r := start(t, leasectl(t, redisSrv.Get(t), append([]string{"run", "--job", "wd-killed"}, append(timing(), "--", "sh", "-c",
 		`echo pid $$; echo wd $(cut -d' ' -f5 /proc/$$/stat); exec sleep 1000`)...)...))
 	pid, wd := r.pid("pid"), r.pid("wd")
 	if wd == pid {
@@ -478,7 +464,7 @@ func TestScanReportsAKilledSupervisorOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		srv  *redistest.Server
-	}{{"redis", redisSrv}, {"embedded", nil}} {
+	}{{"redis", redisSrv.Get(t)}, {"embedded", nil}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := start(t, leasectl(t, tc.srv, append([]string{"run", "--job", "reaped"}, append(timing(), "--", "sh", "-c", childScript)...)...))
 			pid := r.pid("pid")
@@ -515,7 +501,7 @@ func TestScanReportsAKilledSupervisorOnce(t *testing.T) {
 func TestSIGKILLAfterGraceGives137(t *testing.T) {
 	// The child ignores SIGTERM; after --grace the group, its watchdog
 	// included, gets SIGKILL, and the run ends with the child's 137.
-	r := start(t, leasectl(t, redisSrv, "run", "--job", "grace", "--grace", "300ms", "--", "sh", "-c", `trap '' TERM; echo ready; exec sleep 1000`))
+	r := start(t, leasectl(t, redisSrv.Get(t), "run", "--job", "grace", "--grace", "300ms", "--", "sh", "-c", `trap '' TERM; echo ready; exec sleep 1000`))
 	r.Expect("ready")
 	if err := r.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -38,7 +38,7 @@ func startShell(t *testing.T) *shell {
 	}
 	// The environment leasectl() gives the binary: the test's namespace,
 	// store and log format.
-	env := leasectl(t, redisSrv).Env
+	env := leasectl(t, redisSrv.Get(t)).Env
 	cmd := exec.Command("bash", "--norc", "--noprofile", "-i")
 	cmd.Env = append(env, "PS1=$ ", "TERM=dumb", "LEASECTL_LOG_FORMAT=console")
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 200})
@@ -120,7 +120,11 @@ func (sh *shell) run(args ...string) {
 	for i, a := range args {
 		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
-	sh.typ(binary + " " + strings.Join(quoted, " ") + "\n")
+	bin, err := testenv.Leasectl()
+	if err != nil {
+		sh.t.Fatal(err)
+	}
+	sh.typ(bin + " " + strings.Join(quoted, " ") + "\n")
 }
 
 // status types `echo rc=$?` and returns the exit status of the last job.
