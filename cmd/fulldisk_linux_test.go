@@ -2,13 +2,11 @@ package cmd
 
 import (
 	"bufio"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/leasectl/leasectl/internal/testenv"
@@ -66,26 +64,7 @@ func mountSmallDisk(t *testing.T) *fullDisk {
 	return &fullDisk{dir: dir, fromUs: filepath.Join("/proc", pid, "root", dir), ns: filepath.Join("/proc", pid, "ns", "mnt")}
 }
 
-// fill writes zeros to a file on the disk until no space is left.
-func (d *fullDisk) fill(t *testing.T) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(d.fromUs, "fill"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	block := make([]byte, 4096)
-	for {
-		if _, err := f.Write(block); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-}
-
-// free removes what fill wrote.
+// free removes the file that filled the disk.
 func (d *fullDisk) free(t *testing.T) {
 	t.Helper()
 	if err := os.Remove(filepath.Join(d.fromUs, "fill")); err != nil {
