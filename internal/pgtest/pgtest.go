@@ -26,6 +26,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leasectl/leasectl/internal/testcert"
 	"github.com/leasectl/leasectl/internal/testproc"
 )
 
@@ -49,6 +50,9 @@ const Superuser = "postgres"
 type Options struct {
 	// Conf are extra server settings as name=value, each passed as -c.
 	Conf []string
+	// TLS: the server also speaks TLS, with a certificate for 127.0.0.1
+	// signed by Server.CA. Clients still choose (sslmode).
+	TLS bool
 }
 
 // Server is a running PostgreSQL started by Start.
@@ -61,6 +65,9 @@ type Server struct {
 	// SocketDir is the folder of the server's Unix socket, where local
 	// connections need no password.
 	SocketDir string
+	// CA is the file of the certificate that signed the server's, with
+	// Options.TLS.
+	CA string
 
 	opts Options
 	bin  string // folder of initdb and postgres
@@ -68,6 +75,7 @@ type Server struct {
 	cred *syscall.Credential
 	cmd  *exec.Cmd
 	done <-chan struct{} // closed when cmd has been waited for
+	cert testcert.Files  // with Options.TLS
 }
 
 // Start runs initdb in a new temporary folder and starts a server on a free
@@ -190,7 +198,33 @@ func (s *Server) initdb() error {
 	if err := os.Mkdir(sock, 0o700); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
-	return s.own(sock)
+	if err := s.own(sock); err != nil {
+		return fmt.Errorf("pgtest: chown %s: %w", sock, err)
+	}
+	if s.opts.TLS {
+		return s.makeCertificates()
+	}
+	return nil
+}
+
+// makeCertificates writes the server's certificate and key where the
+// server, which refuses a key others can read, reads them.
+func (s *Server) makeCertificates() error {
+	dir := filepath.Join(s.dir, "tls")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	files, err := testcert.Generate(dir)
+	if err != nil {
+		return fmt.Errorf("pgtest: certificates: %w", err)
+	}
+	s.cert, s.CA = files, files.CA
+	for _, path := range []string{dir, files.ServerCert, files.ServerKey} {
+		if err := s.own(path); err != nil {
+			return fmt.Errorf("pgtest: chown %s: %w", path, err)
+		}
+	}
+	return os.Chmod(files.ServerKey, 0o600)
 }
 
 func (s *Server) dataDir() string   { return filepath.Join(s.dir, "data") }
@@ -209,6 +243,10 @@ func (s *Server) launch() error {
 		"-c", "shared_buffers=32MB",
 		"-c", "max_connections=150",
 		"-c", "logging_collector=off",
+	}
+	if s.opts.TLS {
+		args = append(args, "-c", "ssl=on",
+			"-c", "ssl_cert_file="+s.cert.ServerCert, "-c", "ssl_key_file="+s.cert.ServerKey)
 	}
 	for _, c := range s.opts.Conf {
 		args = append(args, "-c", c)

@@ -26,8 +26,14 @@ const sslRequestCode = 80877103
 // attempt plain and returns its TLS configuration, for negotiatingDial to
 // do what libpq does; it returns nil, leaving cfg alone, for any other
 // sslmode or for several hosts.
+//
+// Only with sslcertmode=allow (the default): pgconn prepares the TLS
+// configuration of the other modes itself, when it starts TLS, to withhold
+// or require a client certificate. And because pgconn does not know that
+// the connection is TLS, a CancelRequest would reach the server in plain
+// text; the store sends none (calls end by their deadlines).
 func preferTLS(cfg *pgconn.Config) *tls.Config {
-	if cfg.TLSConfig == nil || len(cfg.Fallbacks) != 1 || cfg.SSLNegotiation == "direct" {
+	if cfg.TLSConfig == nil || len(cfg.Fallbacks) != 1 || cfg.SSLNegotiation == "direct" || cfg.SSLCertMode != "allow" {
 		return nil
 	}
 	plain := cfg.Fallbacks[0]
@@ -43,9 +49,10 @@ func preferTLS(cfg *pgconn.Config) *tls.Config {
 // changed. The first connection that reaches the server asks it for TLS:
 // on yes the connection goes on over TLS with tlsConfig, on no in plain
 // text. Later connections, pgconn's plain attempt after a failed first
-// one (a TLS handshake or an authentication refused), stay plain, as
-// libpq's prefer does. pgconn makes its attempts one after the other, so
-// the closure needs no lock.
+// one (the request itself failing, as with a proxy that drops it, a TLS
+// handshake or an authentication refused), stay plain, as libpq's prefer
+// does. pgconn makes its attempts one after the other, so the closure
+// needs no lock.
 func negotiatingDial(dial pgconn.DialFunc, tlsConfig *tls.Config) pgconn.DialFunc {
 	asked := false
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -53,12 +60,12 @@ func negotiatingDial(dial pgconn.DialFunc, tlsConfig *tls.Config) pgconn.DialFun
 		if err != nil || asked {
 			return conn, err
 		}
+		asked = true
 		yes, err := requestTLS(ctx, conn)
 		if err != nil {
 			conn.Close()
 			return nil, err
 		}
-		asked = true
 		if yes {
 			return tls.Client(conn, tlsConfig), nil
 		}

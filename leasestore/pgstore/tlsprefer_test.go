@@ -5,15 +5,17 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/leasectl/leasectl/internal/pgtest"
 	"github.com/leasectl/leasectl/internal/testcert"
+	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
 
@@ -35,6 +37,9 @@ func TestPreferTLSOnlyForPreferOnOneHost(t *testing.T) {
 		{"postgres://u@db.internal/ops?sslmode=prefer&sslnegotiation=direct", false},
 		{"postgres://u@db1.internal,db2.internal/ops?sslmode=prefer", false},
 		{"postgres://u@/ops?host=/var/run/postgresql", false},
+		{"postgres://u@db.internal/ops?sslmode=prefer&sslcertmode=allow", true},
+		{"postgres://u@db.internal/ops?sslmode=prefer&sslcertmode=disable", false},
+		{"postgres://u@db.internal/ops?sslmode=prefer&sslcertmode=require", false},
 	} {
 		cfg, err := pgconn.ParseConfig(tc.url)
 		if err != nil {
@@ -43,7 +48,7 @@ func TestPreferTLSOnlyForPreferOnOneHost(t *testing.T) {
 		hadTLS := cfg.TLSConfig != nil
 		got := preferTLS(cfg)
 		if (got != nil) != tc.prefer {
-			t.Errorf("%s: preferTLS = %v, want a configuration: %v", tc.url, got, tc.prefer)
+			t.Errorf("%s: preferTLS made a configuration: %v, want %v", tc.url, got != nil, tc.prefer)
 		}
 		if tc.prefer && cfg.TLSConfig != nil {
 			t.Errorf("%s: the first attempt still starts TLS itself", tc.url)
@@ -66,7 +71,9 @@ func writeCA(t *testing.T) string {
 
 // The first connection asks for TLS and goes on over TLS when the server
 // agrees, in plain text on the same connection when it refuses; the next
-// connection of the same connect, pgconn's plain attempt, does not ask.
+// connection of the same connect, pgconn's plain attempt, does not ask,
+// also when the request itself failed (the server answered an error, or a
+// proxy closed the connection on it).
 func TestNegotiatingDialAsksOnce(t *testing.T) {
 	files, err := testcert.Generate(t.TempDir())
 	if err != nil {
@@ -76,7 +83,9 @@ func TestNegotiatingDialAsksOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, answer := range []byte{'S', 'N'} {
+	const closes = 'X' // no answer: the connection is closed
+	for _, answer := range []byte{'S', 'N', 'E', closes} {
+		refused := answer == 'E' || answer == closes
 		t.Run(string(answer), func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -102,6 +111,13 @@ func TestNegotiatingDialAsksOnce(t *testing.T) {
 						c.Close()
 						continue
 					}
+					if refused {
+						if answer == 'E' {
+							c.Write([]byte{answer})
+						}
+						c.Close()
+						continue
+					}
 					c.Write([]byte{answer})
 					var rest net.Conn = c
 					if answer == 'S' {
@@ -124,6 +140,12 @@ func TestNegotiatingDialAsksOnce(t *testing.T) {
 			dial := negotiatingDial(cfg.DialFunc, preferTLS(cfg))
 			for i, want := range []string{"after the request: startup", "plain startup!"} {
 				conn, err := dial(t.Context(), "tcp", ln.Addr().String())
+				if i == 0 && refused {
+					if err == nil {
+						t.Fatal("dial 1: no error from a failed TLS request")
+					}
+					continue
+				}
 				if err != nil {
 					t.Fatalf("dial %d: %v", i+1, err)
 				}
@@ -208,15 +230,49 @@ func startCountingProxy(t *testing.T, target string) *countingProxy {
 	return p
 }
 
+// preferThroughProxy starts a counting proxy in front of srv and returns
+// it with a URL through it, with sslmode=prefer.
+func preferThroughProxy(t *testing.T, srv *pgtest.Server) (*countingProxy, string) {
+	t.Helper()
+	addr := net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port))
+	proxy := startCountingProxy(t, addr)
+	u, err := url.Parse(srv.URLFor("postgres", srv.Password, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("sslmode", "prefer")
+	u.Host, u.RawQuery = proxy.ln.Addr().String(), q.Encode()
+	return proxy, u.String()
+}
+
 // Against a server without TLS, sslmode=prefer asks for TLS and goes on
 // in plain text on the same connection, rather than opening another.
 func TestPreferWithoutTLSConnectsOnce(t *testing.T) {
 	srv := testPG.Get(t)
-	proxy := startCountingProxy(t, net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)))
-	url := strings.Replace(srv.URLFor("postgres", srv.Password, "postgres"), "sslmode=disable", "sslmode=prefer", 1)
-	url = strings.Replace(url, net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), proxy.ln.Addr().String(), 1)
-	storetest.Acquire(t, openPG(t, url, freshNamespace()), storetest.Request("job", "w1", storetest.LongTTL))
+	proxy, storeURL := preferThroughProxy(t, srv)
+	storetest.Acquire(t, openPG(t, storeURL, freshNamespace()), storetest.Request("job", "w1", storetest.LongTTL))
 	if n, asked := proxy.conns.Load(), proxy.requests.Load(); n != 1 || asked != 1 {
 		t.Errorf("%d connections, %d of them asking for TLS; want 1 asking", n, asked)
+	}
+}
+
+// Against a server with TLS, sslmode=prefer asks once and goes on over TLS
+// on that connection: the store's backend is a TLS one.
+func TestPreferWithTLSGoesOnOverTLS(t *testing.T) {
+	srv, err := pgtest.Start(pgtest.Options{TLS: true})
+	srv = testserver.Own(t, srv, err)
+	proxy, storeURL := preferThroughProxy(t, srv)
+	storetest.Acquire(t, openPG(t, storeURL, freshNamespace()), storetest.Request("job", "w1", storetest.LongTTL))
+	if n, asked := proxy.conns.Load(), proxy.requests.Load(); n != 1 || asked != 1 {
+		t.Errorf("%d connections, %d of them asking for TLS; want 1 asking", n, asked)
+	}
+	rows, err := srv.Query("SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) WHERE a.application_name = " +
+		pgtest.QuoteLiteral(defaultApplicationName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0][0] != "t" {
+		t.Errorf("the store's backends' TLS: %v, want one, over TLS", rows)
 	}
 }
