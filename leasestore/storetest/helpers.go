@@ -141,29 +141,39 @@ func WantUnavailable(t testing.TB, err error, cause string, secrets ...string) {
 
 // WantFrozenCallsReturn checks what the contract says of a server that
 // stopped answering, as a SIGSTOPped one: a renewal of l on s, an acquire
-// on a new client from open and a subscription on s each return by their
-// deadline, long before HangGuard, unavailable with cause and without the
-// secrets.
+// on a new client from open and a subscription on s each return,
+// unavailable with cause and without the secrets, once their deadline
+// passed (HangGuard catches a call that does not).
 func WantFrozenCallsReturn(t *testing.T, s leasestore.Store, l *leasestore.Lease, open func(testing.TB) leasestore.Store,
 	cause string, secrets ...string) {
 	t.Helper()
 	const deadline = 300 * time.Millisecond
-	calls := map[string]func(ctx context.Context) error{
-		"renew": func(ctx context.Context) error { return s.Renew(ctx, l) },
-		"acquire on a new client": func(ctx context.Context) error {
-			_, err := open(t).Acquire(ctx, Request("other", "w2", LongTTL))
-			return err
+	// Each call is made ready in its subtest (a new client is opened
+	// there), then made in a goroutine of its own.
+	calls := map[string]func(t *testing.T) func(ctx context.Context) error{
+		"renew": func(*testing.T) func(ctx context.Context) error {
+			return func(ctx context.Context) error { return s.Renew(ctx, l) }
 		},
-		"subscribe": func(ctx context.Context) error {
-			sub, err := s.Subscribe(ctx, "job")
-			if err == nil {
-				sub.Close()
+		"acquire on a new client": func(t *testing.T) func(ctx context.Context) error {
+			c := open(t)
+			return func(ctx context.Context) error {
+				_, err := c.Acquire(ctx, Request("other", "w2", LongTTL))
+				return err
 			}
-			return err
+		},
+		"subscribe": func(*testing.T) func(ctx context.Context) error {
+			return func(ctx context.Context) error {
+				sub, err := s.Subscribe(ctx, "job")
+				if err == nil {
+					sub.Close()
+				}
+				return err
+			}
 		},
 	}
-	for name, call := range calls {
+	for name, ready := range calls {
 		t.Run(name, func(t *testing.T) {
+			call := ready(t)
 			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			defer cancel()
 			done := make(chan error, 1)
