@@ -65,7 +65,22 @@ func Start(t testing.TB, cmd *exec.Cmd) *Process {
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Process.Signal(syscall.SIGCONT)
-		<-p.done
+		// Lines nobody read any more are drained, so that the reader
+		// reaches the end of stdout and the process is reaped.
+		lines, timeout := p.lines, time.After(HangGuard)
+		for {
+			select {
+			case _, ok := <-lines:
+				if !ok {
+					lines = nil
+				}
+			case <-p.done:
+				return
+			case <-timeout:
+				t.Errorf("leasectl[%d] killed, yet its output is still open %s later (a child outside its group?)", cmd.Process.Pid, HangGuard)
+				return
+			}
+		}
 	})
 	return p
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/internal/etcdtest"
+	"github.com/leasectl/leasectl/internal/testenv"
 	"github.com/leasectl/leasectl/internal/testserver"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
@@ -20,7 +21,11 @@ import (
 // testEtcd is the package's shared single-member etcd.
 var testEtcd = testserver.Share("test etcd", etcdtest.Start, etcdtest.Options{})
 
-func TestMain(m *testing.M) { os.Exit(testserver.Run(m, testEtcd)) }
+func TestMain(m *testing.M) {
+	code := testserver.Run(m, testEtcd)
+	testenv.Cleanup() // the fault tests build the binary
+	os.Exit(code)
+}
 
 var namespaces atomic.Int64
 
