@@ -498,7 +498,7 @@ func (h *harness) chaos(d time.Duration, kinds []fault, want expect) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := violations(hs, want <= exclusive)
+	found := violations(hs, want == exactCrashes || want == exclusive)
 	for _, v := range found {
 		t.Errorf("violation: %s", v)
 	}
