@@ -32,7 +32,7 @@ func (b *bench) postgres() error {
 		return nil
 	}
 	defer srv.Stop()
-	p := &pgBench{bench: b, srv: srv, url: srv.URL, preferURL: strings.Replace(srv.URL, "sslmode=disable", "sslmode=prefer", 1)}
+	p := &pgBench{bench: b, srv: srv, url: srv.URL, preferURL: srv.PreferURL()}
 	q := url.Values{"host": {srv.SocketDir}, "port": {strconv.Itoa(srv.Port)}, "user": {pgtest.Superuser}}
 	p.socketURL = "postgres:///postgres?" + q.Encode()
 	for _, step := range []func() error{p.init, p.startup, p.handoff, p.failover, p.failFast, p.storeFigures} {

@@ -283,8 +283,18 @@ func (s *Server) waitReady() error {
 // URLFor is a URL of the server for user with password (none when empty)
 // and database db, without TLS.
 func (s *Server) URLFor(user, password, db string) string {
+	return s.urlFor(user, password, db, "disable")
+}
+
+// PreferURL is URL with sslmode=prefer, libpq's default: TLS if the server
+// offers it, else plain text.
+func (s *Server) PreferURL() string {
+	return s.urlFor(Superuser, s.Password, "postgres", "prefer")
+}
+
+func (s *Server) urlFor(user, password, db, sslmode string) string {
 	u := &url.URL{Scheme: "postgres", Host: net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), Path: "/" + db,
-		RawQuery: "sslmode=disable"}
+		RawQuery: "sslmode=" + sslmode}
 	if password != "" {
 		u.User = url.UserPassword(user, password)
 	} else {

@@ -236,13 +236,11 @@ func preferThroughProxy(t *testing.T, srv *pgtest.Server) (*countingProxy, strin
 	t.Helper()
 	addr := net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port))
 	proxy := startCountingProxy(t, addr)
-	u, err := url.Parse(srv.URLFor("postgres", srv.Password, "postgres"))
+	u, err := url.Parse(srv.PreferURL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set("sslmode", "prefer")
-	u.Host, u.RawQuery = proxy.ln.Addr().String(), q.Encode()
+	u.Host = proxy.ln.Addr().String()
 	return proxy, u.String()
 }
 
