@@ -2,12 +2,9 @@ package redisstore
 
 import (
 	"context"
-	"crypto/tls"
-	"net"
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -99,7 +96,14 @@ func Open(rawURL, namespace string) (*Store, error) {
 		if err != nil {
 			return nil, urlErr(err)
 		}
-		useTLS = clusterOptions(opt).set(keepPool)
+		opt.MaxRetries, opt.ContextTimeoutEnabled, opt.Protocol, opt.DisableIdentity = -1, true, 2, true
+		opt.DialerRetries = 1
+		if !keepPool {
+			opt.PoolSize = poolSize
+		}
+		if opt.TLSConfig != nil {
+			opt.Dialer, useTLS = tlsDialer(opt.TLSConfig, opt.DialTimeout), true
+		}
 		// Every script names its keys, all of one slot, so the slot routes
 		// it. go-redis's routing policies would first fetch COMMAND's whole
 		// table (a large reply, once per process, and again on every
@@ -112,7 +116,14 @@ func Open(rawURL, namespace string) (*Store, error) {
 		if err != nil {
 			return nil, urlErr(err)
 		}
-		useTLS = failoverOptions(opt).set(keepPool)
+		opt.MaxRetries, opt.ContextTimeoutEnabled, opt.Protocol, opt.DisableIdentity = -1, true, 2, true
+		opt.DialerRetries, opt.PipelinePoolSize = 1, -1
+		if !keepPool {
+			opt.PoolSize = poolSize
+		}
+		if opt.TLSConfig != nil {
+			opt.Dialer, useTLS = tlsDialer(opt.TLSConfig, opt.DialTimeout), true
+		}
 		db = opt.DB
 		rdb, addr = redis.NewFailoverClient(opt), "primary "+opt.MasterName+" (sentinels "+strings.Join(opt.SentinelAddrs, ",")+")"
 	default:
@@ -120,63 +131,18 @@ func Open(rawURL, namespace string) (*Store, error) {
 		if err != nil {
 			return nil, urlErr(err)
 		}
-		useTLS = serverOptions(opt).set(keepPool)
+		opt.MaxRetries, opt.ContextTimeoutEnabled, opt.Protocol, opt.DisableIdentity = -1, true, 2, true
+		opt.DialerRetries, opt.PipelinePoolSize = 1, -1
+		if !keepPool {
+			opt.PoolSize = poolSize
+		}
+		if opt.TLSConfig != nil {
+			opt.Dialer, useTLS = tlsDialer(opt.TLSConfig, opt.DialTimeout), true
+		}
 		db = opt.DB
 		rdb, addr = redis.NewClient(opt), opt.Addr
 	}
 	s := New(rdb, namespace)
 	s.addr, s.url, s.db, s.tls, s.secrets, s.minReplicas = addr, leasestore.Redact(rawURL), db, useTLS, leasestore.URLSecrets(u), minReplicas
 	return s, nil
-}
-
-// clientOptions points at the fields that the options of every kind of
-// go-redis client (one server, a Sentinel-managed primary, a cluster) have
-// and Open sets alike, for the reasons it gives.
-type clientOptions struct {
-	maxRetries, protocol, dialerRetries, poolSize *int
-	// pipelinePoolSize is nil for a cluster client, which makes no
-	// pipeline pool of its own unless asked for its buffers.
-	pipelinePoolSize                *int
-	contextTimeout, disableIdentity *bool
-	dialer                          *func(context.Context, string, string) (net.Conn, error)
-	tlsConfig                       *tls.Config
-	dialTimeout                     time.Duration
-}
-
-func serverOptions(o *redis.Options) clientOptions {
-	return clientOptions{maxRetries: &o.MaxRetries, protocol: &o.Protocol, dialerRetries: &o.DialerRetries, poolSize: &o.PoolSize,
-		pipelinePoolSize: &o.PipelinePoolSize, contextTimeout: &o.ContextTimeoutEnabled, disableIdentity: &o.DisableIdentity,
-		dialer: &o.Dialer, tlsConfig: o.TLSConfig, dialTimeout: o.DialTimeout}
-}
-
-func failoverOptions(o *redis.FailoverOptions) clientOptions {
-	return clientOptions{maxRetries: &o.MaxRetries, protocol: &o.Protocol, dialerRetries: &o.DialerRetries, poolSize: &o.PoolSize,
-		pipelinePoolSize: &o.PipelinePoolSize, contextTimeout: &o.ContextTimeoutEnabled, disableIdentity: &o.DisableIdentity,
-		dialer: &o.Dialer, tlsConfig: o.TLSConfig, dialTimeout: o.DialTimeout}
-}
-
-func clusterOptions(o *redis.ClusterOptions) clientOptions {
-	return clientOptions{maxRetries: &o.MaxRetries, protocol: &o.Protocol, dialerRetries: &o.DialerRetries, poolSize: &o.PoolSize,
-		contextTimeout: &o.ContextTimeoutEnabled, disableIdentity: &o.DisableIdentity,
-		dialer: &o.Dialer, tlsConfig: o.TLSConfig, dialTimeout: o.DialTimeout}
-}
-
-// set sets the options: no retries, calls bounded by their context, RESP2
-// without client identity, one dial attempt, pipelines on the one pool,
-// poolSize connections unless keepPool, and a TLS dialer with a bounded
-// handshake when the client speaks TLS, which it reports.
-func (o clientOptions) set(keepPool bool) (useTLS bool) {
-	*o.maxRetries, *o.contextTimeout, *o.protocol, *o.disableIdentity = -1, true, 2, true
-	*o.dialerRetries = 1
-	if o.pipelinePoolSize != nil {
-		*o.pipelinePoolSize = -1
-	}
-	if !keepPool {
-		*o.poolSize = poolSize
-	}
-	if o.tlsConfig == nil {
-		return false
-	}
-	*o.dialer = tlsDialer(o.tlsConfig, o.dialTimeout)
-	return true
 }
