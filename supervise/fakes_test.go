@@ -165,6 +165,7 @@ type fakeStore struct {
 	lates    []leasestore.LateOutcome
 	failLate error   // what RecordLate fails with
 	failSubs []error // what the next Subscribe calls fail with
+	subs     int     // Subscribe calls received
 	notify   chan struct{}
 }
 
@@ -307,6 +308,13 @@ func (o *fakeOutbox) contents() []leasestore.LateOutcome {
 	return slices.Clone(o.kept)
 }
 
+// subscribeCalls is how many Subscribe calls the store received.
+func (f *fakeStore) subscribeCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.subs
+}
+
 // failSubscribes makes the next Subscribe calls fail with errs, in order.
 func (f *fakeStore) failSubscribes(errs ...error) {
 	f.mu.Lock()
@@ -317,6 +325,7 @@ func (f *fakeStore) failSubscribes(errs ...error) {
 func (f *fakeStore) Subscribe(context.Context, string) (leasestore.Subscription, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.subs++
 	if len(f.failSubs) > 0 {
 		err := f.failSubs[0]
 		f.failSubs = f.failSubs[1:]

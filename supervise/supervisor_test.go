@@ -330,6 +330,9 @@ func TestWaitWithoutSubscriptionWakesAtTheHoldersExpiry(t *testing.T) {
 	h.clock.awaitTimer(t, h.clock.Now().Add(2*time.Second+waitMargin))
 	h.clock.Advance(2*time.Second + waitMargin)
 	h.waitStarted()
+	if n := h.store.subscribeCalls(); n != 2 {
+		t.Errorf("%d subscriptions asked for, want 2: the refused one, and again on waking", n)
+	}
 	h.end(Exit{Code: 0})
 }
 
