@@ -38,8 +38,7 @@ func (s *Supervisor) abandon(cfg Config, log zerolog.Logger) {
 	if !ok {
 		return
 	}
-	late := leasestore.LateOutcome{Job: cfg.Job, Holder: cfg.WorkerID, Outcome: leasestore.Outcome{
-		Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "gave up on the acquire: its answer never arrived"}}
+	late := gaveUp(cfg, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Safety)
 	defer cancel()
 	c, err := lr.RecordLate(ctx, late)
@@ -81,6 +80,9 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 	}()
 	var released <-chan struct{}
 	var timeout <-chan time.Time
+	// ghostly: an attempt of this run went unanswered, so the store may
+	// hold a grant of this run's that it never heard of.
+	ghostly := false
 	started := s.Clock.Now()
 	if cfg.WaitTimeout > 0 {
 		t := s.Clock.NewTimer(cfg.WaitTimeout)
@@ -103,10 +105,14 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		}
 		lease, sent, err := s.ask(ctx, cfg, req, log)
 		unanswered = errors.Is(err, errUnanswered)
+		ghostly = ghostly || unanswered
 		if err == nil {
 			if c := lease.Recovered; c != nil {
 				log.Warn().Str("crashed_worker", c.Holder).Str("crashed_host", c.Host).Int("crashes", c.Crashes).
 					Msg("counted the previous run's crash: its supervisor vanished")
+				if ghostly && c.Holder == cfg.WorkerID && c.Host == cfg.Host && c.PID == cfg.PID {
+					s.withdrawGhost(cfg, c, log)
+				}
 			}
 			return lease, sent, Ending{}, false, nil
 		}
@@ -144,6 +150,33 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		}
 		retry.Stop()
 	}
+}
+
+// gaveUp is the outcome of this run's grant with token (0: unknown) whose
+// answer never arrived: its child never started.
+func gaveUp(cfg Config, token int64) leasestore.LateOutcome {
+	return leasestore.LateOutcome{Job: cfg.Job, Holder: cfg.WorkerID, Token: token, Outcome: leasestore.Outcome{
+		Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "gave up on the acquire: its answer never arrived"}}
+}
+
+// withdrawGhost takes back the crash that this run's own Acquire counted
+// for c: a grant of this very run (its worker, host and pid) whose answer
+// never arrived and which expired before the run asked again. Its child
+// never started, so it is no crash. The correction goes to the outbox, a
+// local write, rather than to the store before the child starts; the
+// next leasectl run or scan on the host delivers it.
+func (s *Supervisor) withdrawGhost(cfg Config, c *leasestore.Crash, log zerolog.Logger) {
+	late := gaveUp(cfg, c.Token)
+	if _, ok := s.Store.(leasestore.LateRecorder); !ok || s.Outbox == nil {
+		return
+	}
+	if err := s.Outbox.Put(late); err != nil {
+		log.Warn().Err(err).Int64("crashed_token", c.Token).
+			Msg("the crash counted was this run's own grant, whose answer never arrived; keeping its withdrawal in the outbox failed")
+		return
+	}
+	log.Warn().Int64("crashed_token", c.Token).Str("outbox", s.Outbox.Dir()).
+		Msg("the crash counted was this run's own grant, whose answer never arrived: its withdrawal is kept in the outbox, which the next leasectl run or scan on this host delivers")
 }
 
 // errUnanswered is why an acquire asked acquireAsks times failed.

@@ -548,6 +548,48 @@ func TestWaitRetriesAFirstAcquireWithoutAnswer(t *testing.T) {
 	h.end(Exit{Code: 0})
 }
 
+// A grant of this run whose answers were lost expires before the run asks
+// again, and the run's own Acquire counts it as a crash: its withdrawal is
+// kept in the outbox at once (issue 11: a grant whose child never started
+// is no crash). A crash of another run's is left alone.
+func TestOwnUnansweredGrantCountedAsACrashIsWithdrawn(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		crashed  leasestore.Crash
+		withdraw bool
+	}{
+		{"own", leasestore.Crash{Holder: "w1", Host: "h1", PID: 7, Token: 5}, true},
+		{"same worker ID, another process", leasestore.Crash{Holder: "w1", Host: "h1", PID: 8, Token: 5}, false},
+		{"another worker", leasestore.Crash{Holder: "w2", Host: "h1", PID: 9, Token: 5}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Wait = true })
+			h.start()
+			h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat))) // both asks unanswered
+			h.store.queue(func(req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+				l := h.store.grantNow(req, 11)
+				c := tc.crashed
+				l.Recovered = &c
+				return l, nil
+			})
+			h.clock.Advance(retryDelay(testHeartbeat))
+			h.waitStarted()
+			kept := h.outbox.contents()
+			want := 0
+			if tc.withdraw {
+				want = 1
+			}
+			if len(kept) != want {
+				t.Fatalf("outbox holds %v, want %d late outcomes", kept, want)
+			}
+			if want == 1 && (kept[0].Token != 5 || kept[0].Holder != "w1" || kept[0].Outcome.Result != leasestore.ResultNotStarted) {
+				t.Errorf("outbox holds %+v, want the not-started outcome of w1's token 5", kept[0])
+			}
+			h.end(Exit{Code: 0})
+		})
+	}
+}
+
 func TestWaitTimeoutWhileTheStoreFails(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.WaitTimeout = time.Second })
 	for range 10 {
