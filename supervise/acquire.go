@@ -17,15 +17,16 @@ import (
 // so the retry lands after the expiry rather than a hair before it.
 const waitMargin = 5 * time.Millisecond
 
-// acquire gets the lease, as acquireLoop does. When it gives up with its
-// last request unanswered, the store may have granted that request all the
+// acquire gets the lease, as acquireLoop does. When it gives up after a
+// request went unanswered, the store may have granted that request all the
 // same, to a holder that will never run it: it says so to the store
-// (RecordLate without a token), which releases such a grant and refuses the
-// request if it arrives later, or, if the store does not answer that either,
-// keeps it in the outbox for a later leasectl process to deliver.
+// (RecordLate without a token), which releases such a grant, or withdraws
+// the crash counted for it once it expired, and refuses the request if it
+// arrives later; or, if the store does not answer that either, it keeps it
+// in the outbox for a later leasectl process to deliver.
 func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger) (*leasestore.Lease, time.Time, Ending, error) {
-	lease, sent, ending, unanswered, err := s.acquireLoop(ctx, cfg, log)
-	if lease == nil && unanswered {
+	lease, sent, ending, ghostly, err := s.acquireLoop(ctx, cfg, log)
+	if lease == nil && ghostly {
 		s.abandon(cfg, log)
 	}
 	return lease, sent, ending, err
@@ -64,9 +65,10 @@ func (s *Supervisor) abandon(cfg Config, log zerolog.Logger) {
 // an error. With cfg.Wait, a store that fails or does not answer, from the
 // first attempt on (a restart, a failover, a dropped SYN retransmitted a
 // second later), does not end the wait: it is asked again after a jittered
-// delay until --wait-timeout. unanswered reports whether the last request
-// went unanswered (it may have reached the store).
-func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Logger) (_ *leasestore.Lease, _ time.Time, _ Ending, unanswered bool, _ error) {
+// delay until --wait-timeout. ghostly reports whether a request went
+// unanswered (it may have reached the store, and the store may hold a
+// grant of this run's that it never heard of).
+func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Logger) (_ *leasestore.Lease, _ time.Time, _ Ending, ghostly bool, _ error) {
 	req := leasestore.AcquireRequest{
 		Job: cfg.Job, Holder: cfg.WorkerID, Host: cfg.Host, PID: cfg.PID, Command: cfg.Command,
 		TTL: cfg.TTL, EvidenceTTL: cfg.EvidenceTTL, MaxCrashes: cfg.MaxCrashes, MinInterval: cfg.MinInterval,
@@ -80,9 +82,6 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 	}()
 	var released <-chan struct{}
 	var timeout <-chan time.Time
-	// ghostly: an attempt of this run went unanswered, so the store may
-	// hold a grant of this run's that it never heard of.
-	ghostly := false
 	started := s.Clock.Now()
 	if cfg.WaitTimeout > 0 {
 		t := s.Clock.NewTimer(cfg.WaitTimeout)
@@ -104,8 +103,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			}
 		}
 		lease, sent, err := s.ask(ctx, cfg, req, log)
-		unanswered = errors.Is(err, errUnanswered)
-		ghostly = ghostly || unanswered
+		ghostly = ghostly || errors.Is(err, errUnanswered)
 		if err == nil {
 			if c := lease.Recovered; c != nil {
 				log.Warn().Str("crashed_worker", c.Holder).Str("crashed_host", c.Host).Int("crashes", c.Crashes).
@@ -129,7 +127,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			log.Warn().Err(err).Msg("the store failed while waiting for the lease; trying again")
 			wake = s.retryAfter(cfg.Heartbeat)
 		default:
-			return nil, time.Time{}, Ending{}, unanswered, err
+			return nil, time.Time{}, Ending{}, ghostly, err
 		}
 		retry := s.Clock.NewTimer(wake)
 		select {
@@ -137,16 +135,16 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		case <-retry.C():
 		case <-timeout:
 			retry.Stop()
-			return nil, time.Time{}, Ending{}, unanswered, &WaitTimeoutError{Waited: s.Clock.Now().Sub(started), Last: err}
+			return nil, time.Time{}, Ending{}, ghostly, &WaitTimeoutError{Waited: s.Clock.Now().Sub(started), Last: err}
 		case sig := <-s.Signals:
 			retry.Stop()
 			if ss, ok := sig.(syscall.Signal); ok && endsWait(ss) {
 				log.Info().Str("signal", ss.String()).Msg("signal while waiting for the lease: nothing held, nothing started")
-				return nil, time.Time{}, Ending{Reason: Interrupted, Signal: ss, Detail: "interrupted while waiting"}, unanswered, nil
+				return nil, time.Time{}, Ending{Reason: Interrupted, Signal: ss, Detail: "interrupted while waiting"}, ghostly, nil
 			}
 		case <-ctx.Done():
 			retry.Stop()
-			return nil, time.Time{}, Ending{}, unanswered, ctx.Err()
+			return nil, time.Time{}, Ending{}, ghostly, ctx.Err()
 		}
 		retry.Stop()
 	}

@@ -936,6 +936,27 @@ func TestUnansweredAcquireGivenUpIsAbandoned(t *testing.T) {
 	}
 }
 
+// A waiter whose attempt went unanswered, then found the job held by
+// another until it gave up, abandons the grant it may have had: that grant
+// expired meanwhile and another waiter may have counted it as a crash.
+func TestWaitGivenUpAfterAnUnansweredAttemptIsAbandoned(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.WaitTimeout = time.Second })
+	h.start()
+	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat))) // both asks unanswered
+	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Hour})
+	h.clock.Advance(retryDelay(testHeartbeat))
+	<-h.held
+	h.clock.Advance(time.Second)
+	var wt *WaitTimeoutError
+	if r := h.refused(); !errors.As(r.err, &wt) {
+		t.Fatalf("Run error %v, want *WaitTimeoutError", r.err)
+	}
+	lates := h.store.recordedLate()
+	if len(lates) != 1 || lates[0].Holder != "w1" || lates[0].Token != 0 || lates[0].Result != leasestore.ResultNotStarted {
+		t.Fatalf("RecordLate got %+v, want w1 giving up, with no token, not started", lates)
+	}
+}
+
 func TestRefusalIsNotAbandoned(t *testing.T) {
 	h := newHarness(t, nil)
 	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Hour})
