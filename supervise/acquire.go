@@ -45,7 +45,10 @@ func (s *Supervisor) abandon(cfg Config, log zerolog.Logger) {
 	c, err := lr.RecordLate(ctx, late)
 	switch {
 	case err == nil && c.Released:
-		log.Warn().Msg("gave up on an acquire whose answer never arrived; the store had granted it, and the grant is released")
+		log.Warn().Bool("crash_withdrawn", false).Msg("gave up on an acquire whose answer never arrived; the store had granted it, and the grant is released")
+	case err == nil && c.CrashWithdrawn:
+		log.Warn().Bool("crash_withdrawn", true).Int("crashes", c.Crashes).
+			Msg("gave up on an acquire whose answer never arrived; the store had granted it, and counted the grant as a crash once it expired: that crash is withdrawn")
 	case err == nil:
 	case s.Outbox == nil:
 		log.Debug().Err(err).Msg("gave up on an acquire whose answer never arrived; if the store granted it, the grant holds the job for a TTL")

@@ -163,10 +163,13 @@ type fakeStore struct {
 	released chan leasestore.Outcome
 	failRels []error // what the next Release calls fail with
 	lates    []leasestore.LateOutcome
-	failLate error   // what RecordLate fails with
-	failSubs []error // what the next Subscribe calls fail with
-	subs     int     // Subscribe calls received
-	notify   chan struct{}
+	failLate error // what RecordLate fails with
+	// lateWithdraws: RecordLate without a token withdraws a crash too (one
+	// with a token always does).
+	lateWithdraws bool
+	failSubs      []error // what the next Subscribe calls fail with
+	subs          int     // Subscribe calls received
+	notify        chan struct{}
 }
 
 var _ leasestore.Leaser = (*fakeStore)(nil)
@@ -277,7 +280,7 @@ func (f *fakeStore) RecordLate(_ context.Context, late leasestore.LateOutcome) (
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lates = append(f.lates, late)
-	return leasestore.Correction{CrashWithdrawn: late.Token != 0}, f.failLate
+	return leasestore.Correction{CrashWithdrawn: late.Token != 0 || f.lateWithdraws}, f.failLate
 }
 
 // recordedLate returns the late outcomes RecordLate received.

@@ -940,7 +940,10 @@ func TestUnansweredAcquireGivenUpIsAbandoned(t *testing.T) {
 // another until it gave up, abandons the grant it may have had: that grant
 // expired meanwhile and another waiter may have counted it as a crash.
 func TestWaitGivenUpAfterAnUnansweredAttemptIsAbandoned(t *testing.T) {
+	var logs bytes.Buffer
 	h := newHarness(t, func(c *Config) { c.WaitTimeout = time.Second })
+	h.log = &logs
+	h.store.lateWithdraws = true
 	h.start()
 	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat))) // both asks unanswered
 	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Hour})
@@ -954,6 +957,9 @@ func TestWaitGivenUpAfterAnUnansweredAttemptIsAbandoned(t *testing.T) {
 	lates := h.store.recordedLate()
 	if len(lates) != 1 || lates[0].Holder != "w1" || lates[0].Token != 0 || lates[0].Result != leasestore.ResultNotStarted {
 		t.Fatalf("RecordLate got %+v, want w1 giving up, with no token, not started", lates)
+	}
+	if !strings.Contains(logs.String(), `"crash_withdrawn":true`) {
+		t.Errorf("no line says the crash counted for the grant was withdrawn:\n%s", logs.String())
 	}
 }
 
