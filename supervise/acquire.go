@@ -17,19 +17,20 @@ import (
 // so the retry lands after the expiry rather than a hair before it.
 const waitMargin = 5 * time.Millisecond
 
-// acquire gets the lease, as acquireLoop does. When it gives up after a
-// request went unanswered, the store may have granted that request all the
-// same, to a holder that will never run it: it says so to the store
-// (RecordLate without a token), which releases such a grant, or withdraws
-// the crash counted for it once it expired, and refuses the request if it
-// arrives later; or, if the store does not answer that either, it keeps it
-// in the outbox for a later leasectl process to deliver.
-func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger) (*leasestore.Lease, time.Time, Ending, error) {
+// acquire gets the lease, as acquireLoop does, and reports whether a
+// request went unanswered on the way (see acquireLoop). When it gives up
+// after such a request, the store may have granted it all the same, to a
+// holder that will never run it: it says so to the store (RecordLate
+// without a token), which releases such a grant, or withdraws the crash
+// counted for it once it expired, and refuses the request if it arrives
+// later; or, if the store does not answer that either, it keeps it in the
+// outbox for a later leasectl process to deliver.
+func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger) (_ *leasestore.Lease, _ time.Time, _ Ending, ghostly bool, _ error) {
 	lease, sent, ending, ghostly, err := s.acquireLoop(ctx, cfg, log)
 	if lease == nil && ghostly {
 		s.abandon(cfg, log)
 	}
-	return lease, sent, ending, err
+	return lease, sent, ending, ghostly, err
 }
 
 // abandon tells the store that this run gave up on a grant it never heard
@@ -111,11 +112,8 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			if c := lease.Recovered; c != nil {
 				log.Warn().Str("crashed_worker", c.Holder).Str("crashed_host", c.Host).Int("crashes", c.Crashes).
 					Msg("counted the previous run's crash: its supervisor vanished")
-				if ghostly && c.Holder == cfg.WorkerID && c.Host == cfg.Host && c.PID == cfg.PID {
-					s.withdrawGhost(cfg, c, log)
-				}
 			}
-			return lease, sent, Ending{}, false, nil
+			return lease, sent, Ending{}, ghostly, nil
 		}
 		var wake time.Duration
 		var held *leasestore.HeldError
@@ -158,26 +156,6 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 func gaveUp(cfg Config, token int64) leasestore.LateOutcome {
 	return leasestore.LateOutcome{Job: cfg.Job, Holder: cfg.WorkerID, Token: token, Outcome: leasestore.Outcome{
 		Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "gave up on the acquire: its answer never arrived"}}
-}
-
-// withdrawGhost takes back the crash that this run's own Acquire counted
-// for c: a grant of this very run (its worker, host and pid) whose answer
-// never arrived and which expired before the run asked again. Its child
-// never started, so it is no crash. The correction goes to the outbox, a
-// local write, rather than to the store before the child starts; the
-// next leasectl run or scan on the host delivers it.
-func (s *Supervisor) withdrawGhost(cfg Config, c *leasestore.Crash, log zerolog.Logger) {
-	late := gaveUp(cfg, c.Token)
-	if _, ok := s.Store.(leasestore.LateRecorder); !ok || s.Outbox == nil {
-		return
-	}
-	if err := s.Outbox.Put(late); err != nil {
-		log.Warn().Err(err).Int64("crashed_token", c.Token).
-			Msg("the crash counted was this run's own grant, whose answer never arrived; keeping its withdrawal in the outbox failed")
-		return
-	}
-	log.Warn().Int64("crashed_token", c.Token).Str("outbox", s.Outbox.Dir()).
-		Msg("the crash counted was this run's own grant, whose answer never arrived: its withdrawal is kept in the outbox, which the next leasectl run or scan on this host delivers")
 }
 
 // errUnanswered is why an acquire asked acquireAsks times failed.

@@ -167,8 +167,10 @@ type fakeStore struct {
 	// lateWithdraws: RecordLate without a token withdraws a crash too (one
 	// with a token always does).
 	lateWithdraws bool
-	failSubs      []error // what the next Subscribe calls fail with
-	subs          int     // Subscribe calls received
+	failSubs      []error            // what the next Subscribe calls fail with
+	subs          int                // Subscribe calls received
+	history       []leasestore.Event // what Status says of the job's history
+	statuses      int                // Status calls received
 	notify        chan struct{}
 }
 
@@ -309,6 +311,21 @@ func (o *fakeOutbox) contents() []leasestore.LateOutcome {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.kept)
+}
+
+// Status says the job's history is f.history; the fake knows nothing else.
+func (f *fakeStore) Status(_ context.Context, job string) (*leasestore.JobStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.statuses++
+	return &leasestore.JobStatus{History: slices.Clone(f.history)}, nil
+}
+
+// statusCalls is how many Status calls the store received.
+func (f *fakeStore) statusCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.statuses
 }
 
 // subscribeCalls is how many Subscribe calls the store received.

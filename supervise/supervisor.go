@@ -139,7 +139,8 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 		return Ending{}, err
 	}
 	log := s.Log.With().Str("job", cfg.Job).Str("worker", cfg.WorkerID).Logger()
-	lease, sent, ending, err := s.acquire(ctx, cfg, log)
+	began := s.Clock.Now()
+	lease, sent, ending, ghostly, err := s.acquire(ctx, cfg, log)
 	if err != nil || lease == nil {
 		return ending, err
 	}
@@ -149,5 +150,9 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 		lease: lease,
 		log:   log.With().Int64("token", lease.Token).Logger(),
 	}
-	return r.start(sent)
+	ending, err = r.start(sent)
+	if ghostly {
+		s.withdrawUnheardGrants(cfg, lease.Token, began, r.log)
+	}
+	return ending, err
 }

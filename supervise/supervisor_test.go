@@ -549,44 +549,70 @@ func TestWaitRetriesAFirstAcquireWithoutAnswer(t *testing.T) {
 }
 
 // A grant of this run whose answers were lost expires before the run asks
-// again, and the run's own Acquire counts it as a crash: its withdrawal is
-// kept in the outbox at once (issue 11: a grant whose child never started
-// is no crash). A crash of another run's is left alone.
-func TestOwnUnansweredGrantCountedAsACrashIsWithdrawn(t *testing.T) {
+// again, and is counted as a crash, by this run's next Acquire or another
+// waiter's. Once the run that got its lease later has released it, it
+// finds that crash in the job's history and records the grant late as not
+// started, which withdraws it (issue 11: a grant whose child never started
+// is no crash). Other crashes are left alone.
+func TestUnheardGrantCountedAsACrashIsWithdrawnAfterTheRun(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		crashed  leasestore.Crash
+		history  func(now time.Time) []leasestore.Event
 		withdraw bool
 	}{
-		{"own", leasestore.Crash{Holder: "w1", Host: "h1", PID: 7, Token: 5}, true},
-		{"same worker ID, another process", leasestore.Crash{Holder: "w1", Host: "h1", PID: 8, Token: 5}, false},
-		{"another worker", leasestore.Crash{Holder: "w2", Host: "h1", PID: 9, Token: 5}, false},
+		{"this run's grant", func(now time.Time) []leasestore.Event {
+			return []leasestore.Event{{Kind: leasestore.EventCrashed, Worker: "w1", Token: now.UnixMicro()}}
+		}, true},
+		{"already corrected", func(now time.Time) []leasestore.Event {
+			return []leasestore.Event{{Kind: leasestore.EventCrashed, Worker: "w1", Token: now.UnixMicro()},
+				{Kind: leasestore.EventLateOutcome, Worker: "w1", Token: now.UnixMicro()}}
+		}, false},
+		{"an older run with the same worker ID", func(now time.Time) []leasestore.Event {
+			return []leasestore.Event{{Kind: leasestore.EventCrashed, Worker: "w1", Token: now.Add(-2 * tokenClockSkew).UnixMicro()}}
+		}, false},
+		{"another worker's", func(now time.Time) []leasestore.Event {
+			return []leasestore.Event{{Kind: leasestore.EventCrashed, Worker: "w2", Token: now.UnixMicro()}}
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
 			h := newHarness(t, func(c *Config) { c.Wait = true })
+			h.log = &logs
+			history := tc.history(h.clock.Now())
+			h.store.history = history
 			h.start()
 			h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat))) // both asks unanswered
-			h.store.queue(func(req leasestore.AcquireRequest) (*leasestore.Lease, error) {
-				l := h.store.grantNow(req, 11)
-				c := tc.crashed
-				l.Recovered = &c
-				return l, nil
-			})
+			h.store.grant(11)
 			h.clock.Advance(retryDelay(testHeartbeat))
 			h.waitStarted()
-			kept := h.outbox.contents()
-			want := 0
-			if tc.withdraw {
-				want = 1
-			}
-			if len(kept) != want {
-				t.Fatalf("outbox holds %v, want %d late outcomes", kept, want)
-			}
-			if want == 1 && (kept[0].Token != 5 || kept[0].Holder != "w1" || kept[0].Outcome.Result != leasestore.ResultNotStarted) {
-				t.Errorf("outbox holds %+v, want the not-started outcome of w1's token 5", kept[0])
-			}
 			h.end(Exit{Code: 0})
+			lates := h.store.recordedLate()
+			if !tc.withdraw {
+				if len(lates) != 0 {
+					t.Errorf("RecordLate got %+v, want nothing", lates)
+				}
+				return
+			}
+			if len(lates) != 1 || lates[0].Holder != "w1" || lates[0].Token != history[0].Token || lates[0].Result != leasestore.ResultNotStarted {
+				t.Fatalf("RecordLate got %+v, want the not-started outcome of w1's unheard grant, token %d", lates, history[0].Token)
+			}
+			if !strings.Contains(logs.String(), `"crash_withdrawn":true`) {
+				t.Errorf("no line says the crash was withdrawn:\n%s", logs.String())
+			}
 		})
+	}
+}
+
+// A run that got its lease with no request unanswered does not read the
+// history afterwards.
+func TestAnsweredRunDoesNotLookForUnheardGrants(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.store.grant(11)
+	h.start()
+	h.waitStarted()
+	h.end(Exit{Code: 0})
+	if n := h.store.statusCalls(); n != 0 {
+		t.Errorf("%d Status calls, want none", n)
 	}
 }
 
