@@ -54,7 +54,7 @@ func CorrectLate(history []Event, holder string, token int64, out Outcome, crash
 			fix.Token, fix.Recorded = e.Token, true
 		}
 	}
-	if fix.Recorded || fix.Token != 0 && lateRecorded(history, holder, fix.Token) {
+	if fix.Recorded || fix.Token != 0 && LateRecorded(history, holder, fix.Token) {
 		fix.Recorded = true
 		return fix
 	}
@@ -73,7 +73,7 @@ func CorrectLate(history []Event, holder string, token int64, out Outcome, crash
 		// counted after it, less those withdrawn since.
 		fix.Crashes = 0
 		for _, e := range history[crashed+1:] {
-			if e.Kind == EventCrashed && !lateRecorded(history, e.Worker, e.Token) {
+			if e.Kind == EventCrashed && !LateRecorded(history, e.Worker, e.Token) {
 				fix.Crashes++
 			}
 		}
@@ -84,9 +84,9 @@ func CorrectLate(history []Event, holder string, token int64, out Outcome, crash
 	return fix
 }
 
-// lateRecorded reports whether history holds a late-outcome event of the run
-// of holder with token.
-func lateRecorded(history []Event, holder string, token int64) bool {
+// LateRecorded reports whether history holds a late-outcome event of the
+// run of holder with token: its outcome was recorded late already.
+func LateRecorded(history []Event, holder string, token int64) bool {
 	for _, e := range history {
 		if e.Kind == EventLateOutcome && e.Worker == holder && e.Token == token {
 			return true

@@ -48,8 +48,8 @@ func (s *Supervisor) abandon(cfg Config, log zerolog.Logger) {
 	case err == nil && c.Released:
 		log.Warn().Bool("crash_withdrawn", false).Msg("gave up on an acquire whose answer never arrived; the store had granted it, and the grant is released")
 	case err == nil && c.CrashWithdrawn:
-		log.Warn().Bool("crash_withdrawn", true).Int("crashes", c.Crashes).
-			Msg("gave up on an acquire whose answer never arrived; the store had granted it, and counted the grant as a crash once it expired: that crash is withdrawn")
+		log.Warn().Bool("crash_withdrawn", true).Bool("quarantine_lifted", c.QuarantineLifted).Int("crashes", c.Crashes).
+			Msg("gave up on an acquire whose answer never arrived; the store had granted it, and counted the grant as a crash once it expired: " + c.String())
 	case err == nil:
 	case s.Outbox == nil:
 		log.Debug().Err(err).Msg("gave up on an acquire whose answer never arrived; if the store granted it, the grant holds the job for a TTL")

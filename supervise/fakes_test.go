@@ -170,7 +170,6 @@ type fakeStore struct {
 	failSubs      []error            // what the next Subscribe calls fail with
 	subs          int                // Subscribe calls received
 	history       []leasestore.Event // what Status says of the job's history
-	statuses      int                // Status calls received
 	notify        chan struct{}
 }
 
@@ -317,15 +316,7 @@ func (o *fakeOutbox) contents() []leasestore.LateOutcome {
 func (f *fakeStore) Status(_ context.Context, job string) (*leasestore.JobStatus, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.statuses++
 	return &leasestore.JobStatus{History: slices.Clone(f.history)}, nil
-}
-
-// statusCalls is how many Status calls the store received.
-func (f *fakeStore) statusCalls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.statuses
 }
 
 // subscribeCalls is how many Subscribe calls the store received.

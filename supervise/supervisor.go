@@ -15,8 +15,10 @@ import (
 // Supervisor runs commands under leases. Its fields are its dependencies, so
 // tests can give it a fake store, clock, child and watchdog.
 type Supervisor struct {
-	// Store holds the leases. The supervisor needs only the Leaser half of
-	// a store.
+	// Store holds the leases. The supervisor needs the Leaser half of a
+	// store; where the store has them, it also records late outcomes
+	// (leasestore.LateRecorder) and reads a job's history (Status, of the
+	// Operator half) to find its own grants that it never heard of.
 	Store leasestore.Leaser
 	// Clock times the heartbeat, the safety deadline and the limits.
 	Clock Clock
@@ -152,7 +154,7 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 	}
 	ending, err = r.start(sent)
 	if ghostly {
-		s.withdrawUnheardGrants(cfg, lease.Token, began, r.log)
+		s.withdrawUnheardGrants(cfg, lease, sent.Sub(began), r.log)
 	}
 	return ending, err
 }

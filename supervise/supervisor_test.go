@@ -317,6 +317,9 @@ func TestWaitTriesTheLeaseWhenItCannotSubscribe(t *testing.T) {
 	h.store.grant(11)
 	h.start()
 	h.waitStarted() // the lease was free: no subscription needed to take it
+	if n := h.store.subscribeCalls(); n != 1 {
+		t.Errorf("%d subscriptions asked for, want the one refused, before the attempt", n)
+	}
 	h.end(Exit{Code: 0})
 }
 
@@ -550,69 +553,78 @@ func TestWaitRetriesAFirstAcquireWithoutAnswer(t *testing.T) {
 
 // A grant of this run whose answers were lost expires before the run asks
 // again, and is counted as a crash, by this run's next Acquire or another
-// waiter's. Once the run that got its lease later has released it, it
-// finds that crash in the job's history and records the grant late as not
-// started, which withdraws it (issue 11: a grant whose child never started
-// is no crash). Other crashes are left alone.
+// waiter's. The run that got its lease later finds that crash in the job's
+// history once it has ended and records the grant late as not started,
+// which withdraws it (issue 11: a grant whose child never started is no
+// crash); if the store does not take that, the outbox keeps it. Other
+// crashes are left alone.
 func TestUnheardGrantCountedAsACrashIsWithdrawnAfterTheRun(t *testing.T) {
+	grant := func(worker string, token int64, at time.Time) []leasestore.Event {
+		return []leasestore.Event{{At: at, Kind: leasestore.EventAcquired, Worker: worker, Token: token},
+			{At: at.Add(time.Second), Kind: leasestore.EventCrashed, Worker: worker, Token: token}}
+	}
 	for _, tc := range []struct {
-		name     string
-		history  func(now time.Time) []leasestore.Event
-		withdraw bool
+		name      string
+		history   func(began time.Time) []leasestore.Event
+		storeDown bool  // RecordLate fails
+		withdraw  int64 // the token recorded late, 0 for none
 	}{
-		{"this run's grant", func(now time.Time) []leasestore.Event {
-			return []leasestore.Event{{Kind: leasestore.EventCrashed, Worker: "w1", Token: now.UnixMicro()}}
-		}, true},
-		{"already corrected", func(now time.Time) []leasestore.Event {
-			return []leasestore.Event{{Kind: leasestore.EventCrashed, Worker: "w1", Token: now.UnixMicro()},
-				{Kind: leasestore.EventLateOutcome, Worker: "w1", Token: now.UnixMicro()}}
-		}, false},
-		{"an older run with the same worker ID", func(now time.Time) []leasestore.Event {
-			return []leasestore.Event{{Kind: leasestore.EventCrashed, Worker: "w1", Token: now.Add(-2 * tokenClockSkew).UnixMicro()}}
-		}, false},
-		{"another worker's", func(now time.Time) []leasestore.Event {
-			return []leasestore.Event{{Kind: leasestore.EventCrashed, Worker: "w2", Token: now.UnixMicro()}}
-		}, false},
+		{"this run's grant", func(began time.Time) []leasestore.Event { return grant("w1", 5, began) }, false, 5},
+		{"this run's grant, the store down", func(began time.Time) []leasestore.Event { return grant("w1", 5, began) }, true, 5},
+		{"already corrected", func(began time.Time) []leasestore.Event {
+			return append(grant("w1", 5, began), leasestore.Event{Kind: leasestore.EventLateOutcome, Worker: "w1", Token: 5})
+		}, false, 0},
+		{"an older run with the same worker ID", func(began time.Time) []leasestore.Event { return grant("w1", 3, began.Add(-time.Hour)) }, false, 0},
+		{"its grant out of the history", func(began time.Time) []leasestore.Event { return grant("w1", 5, began)[1:] }, false, 0},
+		{"a later run with the same worker ID", func(began time.Time) []leasestore.Event { return grant("w1", 15, began) }, false, 0},
+		{"another worker's", func(began time.Time) []leasestore.Event { return grant("w2", 5, began) }, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs bytes.Buffer
 			h := newHarness(t, func(c *Config) { c.Wait = true })
-			h.log = &logs
-			history := tc.history(h.clock.Now())
-			h.store.history = history
+			h.store.history = tc.history(h.clock.Now())
+			if tc.storeDown {
+				h.store.failLate = errNoAnswer
+			}
 			h.start()
 			h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat))) // both asks unanswered
 			h.store.grant(11)
 			h.clock.Advance(retryDelay(testHeartbeat))
 			h.waitStarted()
-			h.end(Exit{Code: 0})
-			lates := h.store.recordedLate()
-			if !tc.withdraw {
-				if len(lates) != 0 {
-					t.Errorf("RecordLate got %+v, want nothing", lates)
+			h.end(Exit{Code: 1})
+			var asked []int64
+			for _, l := range h.store.recordedLate() {
+				if l.Holder != "w1" || l.Result != leasestore.ResultNotStarted {
+					t.Errorf("RecordLate got %+v, want w1's not-started outcome", l)
 				}
-				return
+				asked = append(asked, l.Token)
 			}
-			if len(lates) != 1 || lates[0].Holder != "w1" || lates[0].Token != history[0].Token || lates[0].Result != leasestore.ResultNotStarted {
-				t.Fatalf("RecordLate got %+v, want the not-started outcome of w1's unheard grant, token %d", lates, history[0].Token)
+			var want []int64
+			if tc.withdraw != 0 {
+				want = []int64{tc.withdraw}
 			}
-			if !strings.Contains(logs.String(), `"crash_withdrawn":true`) {
-				t.Errorf("no line says the crash was withdrawn:\n%s", logs.String())
+			if !slices.Equal(asked, want) {
+				t.Errorf("RecordLate for tokens %v, want %v", asked, want)
+			}
+			kept := h.outbox.contents()
+			if tc.storeDown != (len(kept) == 1) || tc.storeDown && kept[0].Token != tc.withdraw {
+				t.Errorf("outbox %+v, want the late outcome kept only when the store did not take it", kept)
 			}
 		})
 	}
 }
 
-// A run that got its lease with no request unanswered does not read the
-// history afterwards.
-func TestAnsweredRunDoesNotLookForUnheardGrants(t *testing.T) {
+// A run whose requests were all answered has no grant it never heard of:
+// a crash of its worker ID in the history is not its business.
+func TestAnsweredRunLeavesTheHistoryAlone(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.store.history = []leasestore.Event{{At: h.clock.Now(), Kind: leasestore.EventAcquired, Worker: "w1", Token: 5},
+		{At: h.clock.Now(), Kind: leasestore.EventCrashed, Worker: "w1", Token: 5}}
 	h.store.grant(11)
 	h.start()
 	h.waitStarted()
 	h.end(Exit{Code: 0})
-	if n := h.store.statusCalls(); n != 0 {
-		t.Errorf("%d Status calls, want none", n)
+	if lates := h.store.recordedLate(); len(lates) != 0 {
+		t.Errorf("RecordLate got %+v, want nothing", lates)
 	}
 }
 
