@@ -414,6 +414,33 @@ func (h *harness) inject(stop <-chan struct{}, kinds []fault) {
 	}
 }
 
+// spacing lets a kind of fault come at most every least: one that leaves
+// the store unable to serve for a while would, back to back, leave the run
+// nothing but waiting.
+type spacing struct {
+	least time.Duration
+	mu    sync.Mutex
+	last  time.Time
+}
+
+// due reports whether the fault may come now, and if so counts it as come.
+func (s *spacing) due() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.last) < s.least {
+		return false
+	}
+	s.last = time.Now()
+	return true
+}
+
+// restart counts the spacing from now: from the end of a fault that lasts.
+func (s *spacing) restart() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = time.Now()
+}
+
 // expect is what a chaos run must show.
 type expect int
 

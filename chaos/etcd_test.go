@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,19 +40,9 @@ func leaderFaults(c *etcdtest.Cluster) []fault {
 	// election timeout): leader faults less than leaderFaultSpacing apart
 	// would keep a dead holder's lease alive for ever, and the run would
 	// show nothing but waiting.
-	var mu sync.Mutex
-	var last time.Time
-	due := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if time.Since(last) < leaderFaultSpacing {
-			return false
-		}
-		last = time.Now()
-		return true
-	}
+	spaced := &spacing{least: leaderFaultSpacing}
 	leader := func() *etcdtest.Member {
-		if !due() {
+		if !spaced.due() {
 			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
