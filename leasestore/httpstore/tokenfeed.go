@@ -217,11 +217,23 @@ func (w *tokenWatch) await(ctx context.Context, gen int, seq int64) error {
 }
 
 // deliver passes states newer than the last delivered to fn, in order,
-// unless Close was called.
+// unless Close was called. Whether the watch is whole changes before fn
+// sees the state: a SyncTokens made once fn has seen a fresh read is not
+// refused as interrupted, and still waits for that read's seq, which is
+// counted once fn has returned.
 func (w *tokenWatch) deliver(states []api.TokenState) {
 	for _, a := range states {
 		w.mu.Lock()
 		stale := a.Seq <= w.seq
+		if !stale {
+			switch {
+			case a.Lost:
+				w.whole = false
+			case a.Read:
+				w.whole = true
+			}
+			w.changedLocked()
+		}
 		w.mu.Unlock()
 		if stale {
 			continue
@@ -231,12 +243,6 @@ func (w *tokenWatch) deliver(states []api.TokenState) {
 		}
 		w.mu.Lock()
 		w.seq = a.Seq
-		switch {
-		case a.Lost:
-			w.whole = false
-		case a.Read:
-			w.whole = true
-		}
 		w.changedLocked()
 		w.mu.Unlock()
 	}
