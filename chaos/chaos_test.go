@@ -86,6 +86,7 @@ type harness struct {
 
 	mu        sync.Mutex
 	live      map[*exec.Cmd]bool
+	ending    syscall.Signal       // what stopAll sent, to runs started since too
 	workerIDs map[*exec.Cmd]string // each run's --worker-id
 	workers   int                  // worker IDs handed out
 	holder    *current             // the supervisor whose child announced itself last
@@ -195,6 +196,10 @@ func (h *harness) start(cmd *exec.Cmd, onStarted func(pid int)) (<-chan struct{}
 	}
 	h.mu.Lock()
 	h.live[cmd] = true
+	if h.ending != 0 {
+		// Started as stopAll ran: it gets what the others got.
+		cmd.Process.Signal(h.ending)
+	}
 	h.mu.Unlock()
 	outDone := make(chan struct{})
 	go func() {
@@ -255,6 +260,7 @@ func (h *harness) worker(stop <-chan struct{}) {
 func (h *harness) stopAll(sig syscall.Signal) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.ending = sig
 	for cmd := range h.live {
 		cmd.Process.Signal(syscall.SIGCONT)
 		cmd.Process.Signal(sig)
