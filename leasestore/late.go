@@ -84,6 +84,43 @@ func CorrectLate(history []Event, holder string, token int64, out Outcome, crash
 	return fix
 }
 
+// LiftsQuarantine reports whether f lifts the job's quarantine, made by by
+// at since: f withdraws a crash, leasectl made the quarantine at or after
+// that crash, in its streak, and the crashes left (f.Crashes) are below the
+// job's maxCrashes (docs/semantics.md, RecordLate, step 2).
+func (f LateFix) LiftsQuarantine(by string, since time.Time, maxCrashes int) bool {
+	return f.Withdrawn && by == ByLeasectl && !since.Before(f.CrashedAt) && f.Crashes < maxCrashes
+}
+
+// LiftEvent is the released-from-quarantine event of a quarantine f lifts.
+func (f LateFix) LiftEvent() Event {
+	return Event{Kind: EventUnquarantine, Worker: ByLeasectl,
+		Detail: fmt.Sprintf("by %s: the crash of token %d that led to it was withdrawn: its outcome arrived late", ByLeasectl, f.Token)}
+}
+
+// LateEvent is the late-outcome event that records late with f, saying
+// what it corrected; lifted: f lifted the job's quarantine.
+func (f LateFix) LateEvent(late LateOutcome, lifted bool) Event {
+	detail := late.Detail()
+	if f.Withdrawn {
+		detail += "; the crash counted for it is withdrawn"
+	}
+	if lifted {
+		detail += "; the quarantine it led to is lifted"
+	}
+	return Event{Kind: EventLateOutcome, Worker: late.Holder, Token: f.Token, Detail: detail}
+}
+
+// LastOutcome is the job's last outcome once late is recorded with f at
+// at: late's, finished at, after the crash counted for the run, which
+// Status readers compare it with; or last, if a later run's is recorded.
+func (f LateFix) LastOutcome(late LateOutcome, last *LastOutcome, at time.Time) *LastOutcome {
+	if last != nil && last.Token >= f.Token {
+		return last
+	}
+	return &LastOutcome{Outcome: late.Outcome, Worker: late.Holder, Token: f.Token, FinishedAt: at}
+}
+
 // LateRecorded reports whether history holds a late-outcome event of the
 // run of holder with token: its outcome was recorded late already.
 func LateRecorded(history []Event, holder string, token int64) bool {

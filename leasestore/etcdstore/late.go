@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/leasectl/leasectl/leasestore"
 )
@@ -58,25 +57,15 @@ func (s *Store) recordLate(st *jobState, late leasestore.LateOutcome, c *leasest
 	if fix.Success.After(r.LastSuccess) {
 		r.LastSuccess = fix.Success
 	}
-	detail := late.Detail()
-	if fix.Withdrawn {
-		detail += "; the crash counted for it is withdrawn"
-		if q := r.Quarantine; q != nil && q.By == quarantinedByLeasectl && !q.Since.Before(fix.CrashedAt) && r.Crashes < r.MaxCrashes {
-			r.Quarantine = nil
-			r.event(at, leasestore.Event{Kind: leasestore.EventUnquarantine, Worker: quarantinedByLeasectl,
-				Detail: fmt.Sprintf("by %s: the crash of token %d that led to it was withdrawn: its outcome arrived late", quarantinedByLeasectl, fix.Token)})
-			// Deleting the quarantine key wakes the job's waiters (watch.go).
-			ops = append(ops, del(s.key(kindQuarantined, st.job)))
-			c.QuarantineLifted = true
-			detail += "; the quarantine it led to is lifted"
-		}
+	if q := r.Quarantine; q != nil && fix.LiftsQuarantine(q.By, q.Since, r.MaxCrashes) {
+		r.Quarantine = nil
+		r.event(at, fix.LiftEvent())
+		// Deleting the quarantine key wakes the job's waiters (watch.go).
+		ops = append(ops, del(s.key(kindQuarantined, st.job)))
+		c.QuarantineLifted = true
 	}
-	if r.LastOutcome == nil || r.LastOutcome.Token < fix.Token {
-		// Finished now: after the crash counted for the run, which Status
-		// readers compare it with.
-		r.LastOutcome = &leasestore.LastOutcome{Outcome: late.Outcome, Worker: late.Holder, Token: fix.Token, FinishedAt: at}
-	}
-	r.event(at, leasestore.Event{Kind: leasestore.EventLateOutcome, Worker: late.Holder, Token: fix.Token, Detail: detail})
+	r.LastOutcome = fix.LastOutcome(late, r.LastOutcome, at)
+	r.event(at, fix.LateEvent(late, c.QuarantineLifted))
 	rec, err := s.putRecord(st)
 	if err != nil {
 		return nil, err

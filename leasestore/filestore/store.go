@@ -416,24 +416,14 @@ func (t *txn) recordLate(doc *jobDoc, late leasestore.LateOutcome) (leasestore.C
 	if fix.Success.After(doc.LastSuccess) {
 		doc.LastSuccess = fix.Success
 	}
-	detail := late.Detail()
-	if fix.Withdrawn {
-		detail += "; the crash counted for it is withdrawn"
-		if q := doc.Quarantine; q != nil && q.By == quarantinedByLeasectl && !q.Since.Before(fix.CrashedAt) && doc.Crashes < doc.MaxCrashes {
-			doc.Quarantine = nil
-			doc.record(t.now, leasestore.Event{Kind: leasestore.EventUnquarantine, Worker: quarantinedByLeasectl,
-				Detail: fmt.Sprintf("by %s: the crash of token %d that led to it was withdrawn: its outcome arrived late", quarantinedByLeasectl, fix.Token)})
-			t.notify = append(t.notify, doc.Job)
-			c.QuarantineLifted = true
-			detail += "; the quarantine it led to is lifted"
-		}
+	if q := doc.Quarantine; q != nil && fix.LiftsQuarantine(q.By, q.Since, doc.MaxCrashes) {
+		doc.Quarantine = nil
+		doc.record(t.now, fix.LiftEvent())
+		t.notify = append(t.notify, doc.Job)
+		c.QuarantineLifted = true
 	}
-	if doc.LastOutcome == nil || doc.LastOutcome.Token < fix.Token {
-		// Recorded now: after the crash counted for the run, which Status
-		// readers compare it with.
-		doc.LastOutcome = &leasestore.LastOutcome{Outcome: late.Outcome, Worker: late.Holder, Token: fix.Token, FinishedAt: t.now}
-	}
-	doc.record(t.now, leasestore.Event{Kind: leasestore.EventLateOutcome, Worker: late.Holder, Token: fix.Token, Detail: detail})
+	doc.LastOutcome = fix.LastOutcome(late, doc.LastOutcome, t.now)
+	doc.record(t.now, fix.LateEvent(late, c.QuarantineLifted))
 	return c, nil
 }
 
