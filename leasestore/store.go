@@ -348,6 +348,11 @@ type Event struct {
 	Kind   EventKind
 	Worker string
 	Token  int64
+	// Result is the run's outcome on a released, crashed or late-outcome
+	// event, for the rules that read the history (a completion ends a crash
+	// streak); empty on other events, and on events a leasectl older than
+	// this field recorded.
+	Result Result `json:",omitempty"`
 	Detail string
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
 // jobOf returns the job of a key of kind.
@@ -207,15 +208,13 @@ func (s *Store) countCrashes(ctx context.Context, jobs []string) ([]leasestore.C
 			if !st.crashed() {
 				continue
 			}
-			c, q, err := s.countCrash(st, at, "supervisor vanished: liveness expired, found by scan")
+			rec := st.asRecord(at)
+			step, c := rules.Reap(rec, at)
+			writes, _, err := s.writes(st, rec, step)
 			if err != nil {
 				return nil, s.unavailable("scan", err)
 			}
-			rec, err := s.putRecord(st)
-			if err != nil {
-				return nil, s.unavailable("scan", err)
-			}
-			ops = append(append(ops, q...), rec, del(s.key(kindEvidence, st.job)))
+			ops = append(ops, writes...)
 			crashed = append(crashed, st)
 			crashes = append(crashes, *c)
 		}
@@ -262,7 +261,9 @@ func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	for _, kv := range resp.Responses[0].Range.KVs {
 		job := s.jobOf(kindLive, kv.Key)
 		if ev := evidences[job]; ev != nil {
-			list = append(list, *holder(job, ev, at, at))
+			h := (&jobState{job: job, evd: ev, rec: &record{}}).asRecord(at).Holder()
+			h.ReadAt = at
+			list = append(list, *h)
 			ids = append(ids, kv.Lease)
 		}
 	}

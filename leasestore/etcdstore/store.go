@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
 const (
@@ -34,10 +35,6 @@ const (
 
 	// leaseLookups is how many lease TTL look-ups Leases makes at once.
 	leaseLookups = 8
-
-	// quarantinedByLeasectl is Quarantine.By for a job quarantined for
-	// crashing.
-	quarantinedByLeasectl = "leasectl"
 )
 
 // Store is the leasestore.Store kept in etcd, shared by many hosts. Every
@@ -185,41 +182,6 @@ func (s *Store) transact(ctx context.Context, op, job string, start *jobState, d
 	return nil, s.unavailable(op, errContention)
 }
 
-// countCrash counts the crash of st's run found at now: crash count + 1, a
-// crashed event, quarantine at the run's own threshold. It updates st.rec
-// and returns the crash and the quarantine index write, if any; the caller
-// deletes or replaces the evidence and writes the record.
-func (s *Store) countCrash(st *jobState, at time.Time, detail string) (*leasestore.Crash, []requestOp, error) {
-	r, ev := st.rec, st.evd
-	r.Crashes++
-	c := &leasestore.Crash{
-		Job: st.job, Holder: ev.Holder, Host: ev.Host, PID: ev.PID, Token: ev.Token, Command: ev.Command,
-		StartedAt: ev.Started, StaleSince: at, DetectedAt: at, Crashes: r.Crashes,
-	}
-	r.event(at, leasestore.Event{Kind: leasestore.EventCrashed, Worker: ev.Holder, Token: ev.Token, Detail: detail})
-	if r.Quarantine != nil || r.Crashes < ev.MaxCrashes {
-		return c, nil, nil
-	}
-	reason := fmt.Sprintf("%d consecutive crashes", r.Crashes)
-	r.Quarantine = &leasestore.Quarantine{
-		Job: st.job, Crashes: r.Crashes, Since: at, Reason: reason, By: quarantinedByLeasectl,
-		LastHolder: ev.Holder, LastHost: ev.Host,
-	}
-	r.event(at, leasestore.Event{Kind: leasestore.EventQuarantined, Worker: ev.Holder, Token: ev.Token,
-		Detail: "by " + quarantinedByLeasectl + ": " + reason})
-	c.Quarantined = true
-	q, err := putJSON(s.key(kindQuarantined, st.job), r.Quarantine, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, []requestOp{q}, nil
-}
-
-// putRecord is the write of st's record.
-func (s *Store) putRecord(st *jobState) (requestOp, error) {
-	return putJSON(s.key(kindJob, st.job), st.rec, 0)
-}
-
 // Acquire grants the lease on req.Job; see leasestore.Leaser. It reads the
 // job's keys, grants the run's two etcd leases (liveness and evidence) when
 // the job is free, and writes liveness, evidence and record in one
@@ -242,70 +204,20 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	}()
 	for range maxConflicts {
 		at := now()
-		if st.rec.Abandoned != "" && st.rec.Abandoned == req.Holder {
-			// Its holder gave up on it (RecordLate with Token 0): a request
-			// arriving now would grant a lease nobody runs.
-			return nil, leasestore.ErrLeaseLost
-		}
-		if st.live != nil && st.evd != nil && st.evd.Holder == req.Holder && st.evd.Token == st.liveToken {
-			// Asked again by the holder of the live lease: the same lease,
-			// renewed as Renew would.
-			ttls, err := s.keepAlive(ctx, "acquire", st.live.Lease, st.ev.Lease)
-			if err != nil {
-				return nil, err
-			}
-			if ttls[0] > 0 {
-				s.remember(req.Job, heldRun{req.Holder, st.evd.Token, st.live.Lease, st.ev.Lease})
-				return &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: st.evd.Token, Attempt: st.evd.Attempt,
-					TTL: req.TTL, GrantedAt: st.evd.Started}, nil
-			}
-			if states, err = s.read(ctx, "acquire", req.Job); err != nil {
-				return nil, err
-			}
-			st = states[0]
-			continue
-		}
-		if q := st.rec.Quarantine; q != nil {
-			return nil, &leasestore.QuarantinedError{Quarantine: *q}
-		}
-		if region := st.rec.Region; req.Region != "" && region != "" && region != req.Region {
-			return nil, &leasestore.RegionError{Job: req.Job, Region: region, Requested: req.Region}
-		}
-		if st.live != nil {
-			return nil, s.heldError(ctx, st)
-		}
-		var ops []requestOp
-		var recovered *leasestore.Crash
-		if st.crashed() {
-			c, q, err := s.countCrash(st, at, "supervisor vanished: liveness expired, found by acquire")
-			if err != nil {
-				return nil, s.unavailable("acquire", err)
-			}
-			recovered, ops = c, q
-		}
-		var refusal error
-		switch {
-		case recovered != nil && recovered.Quarantined:
-			refusal = &leasestore.QuarantinedError{Quarantine: *st.rec.Quarantine}
-		case !req.Deadline.IsZero() && at.After(req.Deadline):
-			// at is this host's clock, as for MinInterval (docs/etcd.md,
-			// Time): etcd has none a transaction could compare with.
-			refusal = &leasestore.DeadlineError{Job: req.Job, Deadline: req.Deadline, Now: at}
-		case req.MinInterval > 0 && !st.rec.LastSuccess.IsZero() && at.Sub(st.rec.LastSuccess) < req.MinInterval:
-			refusal = &leasestore.TooSoonError{Job: req.Job, LastSuccess: st.rec.LastSuccess, MinInterval: req.MinInterval,
-				Age: at.Sub(st.rec.LastSuccess)}
-		}
+		rec := st.asRecord(at)
+		before := rec.Run
+		step, lease, refusal := rules.Acquire(rec, req, at)
 		if refusal != nil {
-			if recovered == nil {
-				return nil, refusal
-			}
-			// Count the crash (and quarantine) even though the request is
-			// refused.
-			rec, err := s.putRecord(st)
+			ops, _, err := s.writes(st, rec, step)
 			if err != nil {
 				return nil, s.unavailable("acquire", err)
 			}
-			ok, fresh, err := s.commit(ctx, "acquire", []*jobState{st}, append(ops, rec, del(s.key(kindEvidence, req.Job))))
+			if len(ops) == 0 {
+				return nil, s.heldRefusal(ctx, st, refusal)
+			}
+			// A crash counted (and maybe a quarantine) even though the
+			// request is refused.
+			ok, fresh, err := s.commit(ctx, "acquire", []*jobState{st}, ops)
 			if err != nil {
 				return nil, err
 			}
@@ -315,33 +227,44 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 			}
 			return nil, refusal
 		}
+		if before != nil && lease.Token == before.Token {
+			// Asked again by the holder of the live lease: the same lease,
+			// renewed as Renew would.
+			ttls, err := s.keepAlive(ctx, "acquire", st.live.Lease, st.ev.Lease)
+			if err != nil {
+				return nil, err
+			}
+			if ttls[0] > 0 {
+				s.remember(req.Job, heldRun{req.Holder, lease.Token, st.live.Lease, st.ev.Lease})
+				return lease, nil
+			}
+			if states, err = s.read(ctx, "acquire", req.Job); err != nil {
+				return nil, err
+			}
+			st = states[0]
+			continue
+		}
 		if live == 0 {
 			if live, evid, newLeases, err = s.leases(ctx, req.TTL, req.EvidenceTTL, st.rec); err != nil {
 				return nil, err
 			}
 		}
-		r := st.rec
-		r.LiveLease, r.EvidenceLease = live, evid
-		token := max(r.LastToken+1, at.UnixMicro())
-		r.LastToken, r.Attempts, r.MaxCrashes, r.LastHolder, r.LastHost = token, r.Attempts+1, req.MaxCrashes, req.Holder, req.Host
-		if r.Region == "" {
-			r.Region = req.Region
+		st.rec.LiveLease, st.rec.EvidenceLease = live, evid
+		ops, recValue, err := s.writes(st, rec, step)
+		if err != nil {
+			return nil, s.unavailable("acquire", err)
 		}
-		r.event(at, leasestore.Event{Kind: leasestore.EventAcquired, Worker: req.Holder, Token: token, Detail: fmt.Sprintf("attempt %d", r.Attempts)})
+		u := rec.Run
 		ev := &evidence{
-			Holder: req.Holder, Token: token, Host: req.Host, PID: req.PID, Command: req.Command, Started: at,
-			Attempt: r.Attempts, TTL: req.TTL, EvidenceTTL: req.EvidenceTTL, MaxCrashes: req.MaxCrashes,
+			Holder: u.Holder, Token: u.Token, Host: u.Host, PID: u.PID, Command: u.Command, Started: u.Started,
+			Attempt: u.Attempt, TTL: u.TTL, EvidenceTTL: u.EvidenceTTL, MaxCrashes: u.MaxCrashes,
 		}
 		evOp, err := putJSON(s.key(kindEvidence, req.Job), ev, evid)
 		if err != nil {
 			return nil, s.unavailable("acquire", err)
 		}
-		rec, err := s.putRecord(st)
-		if err != nil {
-			return nil, s.unavailable("acquire", err)
-		}
-		liveOp := requestOp{Put: &putRequest{Key: s.key(kindLive, req.Job), Value: []byte(strconv.FormatInt(token, 10)), Lease: live}}
-		ok, fresh, rev, err := s.commitAt(ctx, "acquire", []*jobState{st}, append(ops, liveOp, evOp, rec))
+		liveOp := requestOp{Put: &putRequest{Key: s.key(kindLive, req.Job), Value: []byte(strconv.FormatInt(u.Token, 10)), Lease: live}}
+		ok, fresh, rev, err := s.commitAt(ctx, "acquire", []*jobState{st}, append(ops, liveOp, evOp))
 		if err != nil {
 			return nil, err
 		}
@@ -353,26 +276,15 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		written, err := parseStates([]string{req.Job}, []responseOp{
 			answerOf(&keyValue{Value: liveOp.Put.Value, ModRevision: rev, Lease: live}),
 			answerOf(&keyValue{Value: evOp.Put.Value, ModRevision: rev, Lease: evid}),
-			answerOf(&keyValue{Value: rec.Put.Value, ModRevision: rev}),
+			answerOf(&keyValue{Value: recValue, ModRevision: rev}),
 		})
 		if err == nil {
 			s.rememberWritten(written[0])
 		}
-		s.remember(req.Job, heldRun{req.Holder, token, live, evid})
-		return &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: token, Attempt: r.Attempts, TTL: req.TTL,
-			GrantedAt: at, Recovered: recovered}, nil
+		s.remember(req.Job, heldRun{req.Holder, u.Token, live, evid})
+		return lease, nil
 	}
 	return nil, s.unavailable("acquire", errContention)
-}
-
-// heldError is Acquire's refusal of a job whose liveness is there, with the
-// holder's TTL left as etcd counts it.
-func (s *Store) heldError(ctx context.Context, st *jobState) error {
-	e := &leasestore.HeldError{Job: st.job, Token: st.liveToken, ExpiresIn: s.ttlLeft(ctx, st.live.Lease)}
-	if ev := st.evd; ev != nil {
-		e.Holder, e.Host, e.PID, e.Token, e.Since = ev.Holder, ev.Host, ev.PID, ev.Token, ev.Started
-	}
-	return e
 }
 
 // ttlLeft is how long etcd keeps lease id alive without a renewal: its
@@ -662,16 +574,15 @@ func (s *Store) writeRTT(ctx context.Context, l *leasestore.Lease, run heldRun, 
 func (s *Store) leaseLost(ctx context.Context, l *leasestore.Lease) error {
 	s.forget(l.Job)
 	_, err := s.transact(ctx, "renew", l.Job, nil, func(st *jobState) ([]requestOp, error) {
-		if st.evd == nil || st.evd.Token != l.Token || st.evd.Holder != l.Holder || (st.live != nil && st.liveToken == l.Token) {
-			return nil, leasestore.ErrLeaseLost
-		}
-		st.rec.event(now(), leasestore.Event{Kind: leasestore.EventLeaseLost, Worker: l.Holder, Token: l.Token,
-			Detail: "renewal came after the lease expired"})
-		rec, err := s.putRecord(st)
-		if err != nil {
-			return nil, err
-		}
-		return []requestOp{rec}, leasestore.ErrLeaseLost
+		return s.apply(st, func(r *rules.Record, at time.Time) (rules.Step, error) {
+			step, err := rules.Renew(r, l, at)
+			if err == nil {
+				// The keys still show l live, but the keep-alive just found
+				// its etcd lease gone: etcd deletes them presently.
+				err = fmt.Errorf("renew job %q token %d: %w", l.Job, l.Token, leasestore.ErrLeaseLost)
+			}
+			return step, err
+		})
 	})
 	return asUnavailable("renew", err)
 }
@@ -683,47 +594,15 @@ func (s *Store) leaseLost(ctx context.Context, l *leasestore.Lease) error {
 // within --ttl, and the job's evidence lease serves its next run.
 func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
 	_, err := s.transact(ctx, "release", l.Job, s.lastWritten(l.Job), func(st *jobState) ([]requestOp, error) {
-		if st.evd == nil || st.evd.Token != l.Token {
-			return nil, leasestore.ErrLeaseLost
-		}
-		return s.release(st, l.Holder, out)
+		return s.apply(st, func(r *rules.Record, at time.Time) (rules.Step, error) {
+			return rules.Release(r, l, out, at)
+		})
 	})
 	if err != nil {
 		return asUnavailable("release", err)
 	}
 	s.forget(l.Job)
 	return nil
-}
-
-// release is the writes that end the run whose evidence st holds with
-// outcome out, reported by holder: liveness and evidence deleted, the
-// record updated. It updates st.rec.
-func (s *Store) release(st *jobState, holder string, out leasestore.Outcome) ([]requestOp, error) {
-	at := now()
-	r, ev := st.rec, st.evd
-	r.LastOutcome = &leasestore.LastOutcome{Outcome: out, Worker: holder, Token: ev.Token, FinishedAt: at}
-	ops := []requestOp{del(s.key(kindEvidence, st.job))}
-	if st.live != nil {
-		ops = append(ops, del(s.key(kindLive, st.job)))
-	}
-	switch out.Result {
-	case leasestore.ResultCrashed:
-		_, q, err := s.countCrash(st, at, out.Detail())
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, q...)
-	case leasestore.ResultCompleted:
-		r.Crashes, r.LastSuccess = 0, at
-		fallthrough
-	default:
-		r.event(at, leasestore.Event{Kind: leasestore.EventReleased, Worker: ev.Holder, Token: ev.Token, Detail: out.Detail()})
-	}
-	rec, err := s.putRecord(st)
-	if err != nil {
-		return nil, err
-	}
-	return append(ops, rec), nil
 }
 
 // asUnavailable wraps an encoding failure of decide as unavailable; store
@@ -740,24 +619,9 @@ func asUnavailable(op string, err error) error {
 // leasestore.Operator.
 func (s *Store) Quarantine(ctx context.Context, job string, note leasestore.Note) error {
 	_, err := s.transact(ctx, "quarantine", job, nil, func(st *jobState) ([]requestOp, error) {
-		at := now()
-		r := st.rec
-		q := r.Quarantine
-		if q == nil {
-			q = &leasestore.Quarantine{Job: job, Since: at, LastHolder: r.LastHolder, LastHost: r.LastHost}
-		}
-		q.By, q.Reason, q.Crashes = note.By, note.Reason, r.Crashes
-		r.Quarantine = q
-		r.event(at, leasestore.Event{Kind: leasestore.EventQuarantined, Worker: note.By, Detail: "by " + note.By + ": " + note.Reason})
-		qOp, err := putJSON(s.key(kindQuarantined, job), q, 0)
-		if err != nil {
-			return nil, err
-		}
-		rec, err := s.putRecord(st)
-		if err != nil {
-			return nil, err
-		}
-		return []requestOp{qOp, rec}, nil
+		return s.apply(st, func(r *rules.Record, at time.Time) (rules.Step, error) {
+			return rules.Quarantine(r, note, at), nil
+		})
 	})
 	if err != nil {
 		return asUnavailable("quarantine", err)
@@ -769,17 +633,9 @@ func (s *Store) Quarantine(ctx context.Context, job string, note leasestore.Note
 // leasestore.Operator.
 func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasestore.Note) error {
 	_, err := s.transact(ctx, "release quarantine", job, nil, func(st *jobState) ([]requestOp, error) {
-		r := st.rec
-		if r.Quarantine == nil {
-			return nil, leasestore.ErrNotQuarantined
-		}
-		r.Quarantine, r.Crashes = nil, 0
-		r.event(now(), leasestore.Event{Kind: leasestore.EventUnquarantine, Worker: note.By, Detail: "by " + note.By + ": " + note.Reason})
-		rec, err := s.putRecord(st)
-		if err != nil {
-			return nil, err
-		}
-		return []requestOp{del(s.key(kindQuarantined, job)), rec}, nil
+		return s.apply(st, func(r *rules.Record, at time.Time) (rules.Step, error) {
+			return rules.ReleaseQuarantine(r, note, at)
+		})
 	})
 	if err != nil {
 		return asUnavailable("release quarantine", err)
@@ -788,7 +644,8 @@ func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasesto
 }
 
 // Status reports job's state, holder, counters and history; see
-// leasestore.Operator.
+// leasestore.Operator. The holder's expiry is etcd's count of its lease's
+// TTL left.
 func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, error) {
 	states, err := s.read(ctx, "status", job)
 	if err != nil {
@@ -796,32 +653,11 @@ func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 	}
 	st := states[0]
 	at := now()
-	r := st.rec
-	js := &leasestore.JobStatus{
-		Job: job, State: leasestore.StateIdle, Now: at, Region: r.Region,
-		LastToken: r.LastToken, Attempts: r.Attempts, Crashes: r.Crashes, MaxCrashes: r.MaxCrashes,
-		Quarantine: r.Quarantine, LastOutcome: r.LastOutcome, LastSuccess: r.LastSuccess, History: r.History,
-	}
-	switch {
-	case st.live != nil && st.evd != nil:
-		js.Holder = holder(job, st.evd, at.Add(s.ttlLeft(ctx, st.live.Lease)), at)
-		js.State = leasestore.StateRunning
-	case st.crashed():
-		ev := st.evd
-		js.Crashed = &leasestore.Crash{Job: job, Holder: ev.Holder, Host: ev.Host, PID: ev.PID, Token: ev.Token,
-			Command: ev.Command, StartedAt: ev.Started, StaleSince: at, DetectedAt: at, Crashes: r.Crashes + 1}
-		js.State = leasestore.StateCrashed
-	}
-	if r.Quarantine != nil {
-		js.State = leasestore.StateQuarantined
+	js := rules.Status(st.asRecord(at), st.rec.History, at)
+	if h := js.Holder; h != nil {
+		h.ExpiresAt, h.ReadAt = at.Add(s.ttlLeft(ctx, st.live.Lease)), at
 	}
 	return js, nil
-}
-
-// holder describes the run of evidence ev as a live lease.
-func holder(job string, ev *evidence, expires, readAt time.Time) *leasestore.Holder {
-	return &leasestore.Holder{Job: job, Worker: ev.Holder, Host: ev.Host, PID: ev.PID, Token: ev.Token, Attempt: ev.Attempt,
-		Command: ev.Command, StartedAt: ev.Started, ExpiresAt: expires, ReadAt: readAt, LastRTT: ev.RTT}
 }
 
 // CheckToken returns nil when token is job's current token and its lease is
@@ -831,11 +667,6 @@ func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
 	if err != nil {
 		return err
 	}
-	st := states[0]
-	current := st.rec.LastToken
-	live := st.live != nil && st.liveToken == current && st.evd != nil && st.evd.Token == current
-	if token == current && live {
-		return nil
-	}
-	return &leasestore.StaleTokenError{Job: job, Token: token, Current: current, Live: live}
+	at := now()
+	return rules.CheckToken(states[0].asRecord(at), token, at)
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
 // The embedded store keeps each job in files of its own, so that nothing
@@ -327,7 +328,7 @@ type record struct {
 // meets slots being written. job, if not empty, is the ID the record must
 // hold; a missing record is a zero one with that ID.
 func readRecord(path string, lock *os.File, job string) (*record, error) {
-	rec := &record{path: path, doc: &jobDoc{Job: job}}
+	rec := &record{path: path, doc: &jobDoc{Record: rules.Record{Job: job}}}
 	for try := 1; ; try++ {
 		raw, err := readFile(path, lock)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
 // Store is the store in a local folder, for leasectl processes on one host.
@@ -69,12 +70,6 @@ func fileName(namespace string) string {
 	return b.String()
 }
 
-// expiry is now+ttl at the microsecond resolution of the in-flight index,
-// so that the index and the documents agree on what is live.
-func expiry(now time.Time, ttl time.Duration) time.Time {
-	return now.Add(ttl).Truncate(time.Microsecond)
-}
-
 // clock is the store's clock, at the microsecond resolution of the tokens.
 func (e *Store) clock() time.Time {
 	return time.Now().UTC().Truncate(time.Microsecond)
@@ -87,97 +82,34 @@ func (e *Store) Close() error {
 	return nil
 }
 
-// jobDoc is everything the store keeps about one job, its record, stored
-// as JSON in a file of its own.
+// jobDoc is everything the store keeps about one job, stored as JSON in a
+// file of its own: its record, as the rules read and write it, and its
+// history.
 type jobDoc struct {
-	Job         string                  `json:"job"`
-	LastToken   int64                   `json:"last_token,omitempty"`
-	Attempts    int64                   `json:"attempts,omitempty"`
-	Crashes     int                     `json:"crashes,omitempty"`
-	MaxCrashes  int                     `json:"max_crashes,omitempty"` // threshold of the last run
-	LastHolder  string                  `json:"last_holder,omitempty"`
-	LastHost    string                  `json:"last_host,omitempty"`
-	Region      string                  `json:"region,omitempty"` // recorded by the first grant that named one
-	LastSuccess time.Time               `json:"last_success,omitzero"`
-	Quarantine  *leasestore.Quarantine  `json:"quarantine,omitempty"`
-	LastOutcome *leasestore.LastOutcome `json:"last_outcome,omitempty"`
-	Run         *runDoc                 `json:"run,omitempty"`
-	// Abandoned is the last holder that gave up on its grant (RecordLate
-	// with Token 0): its Acquire is refused.
-	Abandoned string `json:"abandoned,omitempty"`
+	rules.Record
 	// events are the newest HistoryLimit history events, oldest first, each
 	// as its JSON: they are stored as lines after the record's own JSON, and
-	// decoded only when read (Status), since every write of the record
-	// carries them.
+	// decoded only when read (Status, RecordLate), since every write of the
+	// record carries them.
 	events [][]byte
 }
 
-// runDoc is the current run's liveness (until LiveUntil) and evidence (until
-// EvidenceUntil).
-type runDoc struct {
-	Holder        string        `json:"holder"`
-	Token         int64         `json:"token"`
-	Host          string        `json:"host"`
-	PID           int           `json:"pid"`
-	Command       []string      `json:"command"`
-	Started       time.Time     `json:"started"`
-	Attempt       int64         `json:"attempt"`
-	TTL           time.Duration `json:"ttl"`
-	EvidenceTTL   time.Duration `json:"evidence_ttl"`
-	MaxCrashes    int           `json:"max_crashes"`
-	LiveUntil     time.Time     `json:"live_until"`
-	EvidenceUntil time.Time     `json:"evidence_until"`
-	RTT           time.Duration `json:"rtt,omitempty"` // the holder's last renewal round trip, as it reported it
-}
-
-// live reports whether the job's liveness has not expired at now.
-func (d *jobDoc) live(now time.Time) bool {
-	return d.Run != nil && now.Before(d.Run.LiveUntil)
-}
-
-// evidence reports whether the job's crash evidence has not expired at now.
-func (d *jobDoc) evidence(now time.Time) bool {
-	return d.Run != nil && now.Before(d.Run.EvidenceUntil)
-}
-
-// crashed reports whether the job has evidence without liveness: a run
-// whose supervisor vanished.
-func (d *jobDoc) crashed(now time.Time) bool {
-	return d.evidence(now) && !d.live(now)
-}
-
-// quarantinedError is Acquire's refusal of the quarantined job.
-func (d *jobDoc) quarantinedError() error {
-	return &leasestore.QuarantinedError{Quarantine: *d.Quarantine}
-}
-
-// crash describes the job's run as a crash detected at now, counted as the
-// next consecutive one.
-func (d *jobDoc) crash(id string, now time.Time) *leasestore.Crash {
-	r := d.Run
-	return &leasestore.Crash{
-		Job: id, Holder: r.Holder, Host: r.Host, PID: r.PID, Token: r.Token,
-		Command: r.Command, StartedAt: r.Started, StaleSince: r.LiveUntil, DetectedAt: now,
-		Crashes: d.Crashes + 1,
+// apply does what step asks besides the record's own change: its events
+// are appended to the history, of which the newest HistoryLimit are kept,
+// and waiters and the token feed are told after the write.
+func (t *txn) apply(doc *jobDoc, step rules.Step) {
+	for _, e := range step.Events {
+		v, _ := json.Marshal(e) // an Event always encodes
+		doc.events = append(doc.events, v)
 	}
-}
-
-// holder describes the run as a live lease.
-func (r *runDoc) holder(id string) *leasestore.Holder {
-	return &leasestore.Holder{
-		Job: id, Worker: r.Holder, Host: r.Host, PID: r.PID, Token: r.Token, Attempt: r.Attempt,
-		Command: r.Command, StartedAt: r.Started, ExpiresAt: r.LiveUntil, LastRTT: r.RTT,
+	if n := len(doc.events) - leasestore.HistoryLimit; n > 0 {
+		doc.events = slices.Delete(doc.events, 0, n)
 	}
-}
-
-// record appends e, stamped with now, to the job's history and drops what
-// falls out of the newest HistoryLimit events.
-func (d *jobDoc) record(now time.Time, e leasestore.Event) {
-	e.At = now
-	v, _ := json.Marshal(e) // an Event always encodes
-	d.events = append(d.events, v)
-	if n := len(d.events) - leasestore.HistoryLimit; n > 0 {
-		d.events = slices.Delete(d.events, 0, n)
+	if step.Wake {
+		t.notify = append(t.notify, doc.Job)
+	}
+	if step.Tokens {
+		t.tokens = append(t.tokens, doc.Job)
 	}
 }
 
@@ -219,44 +151,13 @@ func (d *jobDoc) decode(body []byte) error {
 	return nil
 }
 
-// consumeCrash counts the job's current run as a crash, exactly once: it
-// deletes the evidence in the same step, quarantines the job at the run's
-// own threshold and wakes waiters.
-func (t *txn) consumeCrash(doc *jobDoc, detail string) *leasestore.Crash {
-	c := doc.crash(doc.Job, t.now)
-	r := doc.Run
-	doc.Crashes = c.Crashes
-	doc.record(t.now, leasestore.Event{Kind: leasestore.EventCrashed, Worker: r.Holder, Token: r.Token, Detail: detail})
-	doc.Run = nil
-	if doc.Crashes >= r.MaxCrashes && doc.Quarantine == nil {
-		reason := fmt.Sprintf("%d consecutive crashes", doc.Crashes)
-		doc.Quarantine = &leasestore.Quarantine{
-			Job: doc.Job, Crashes: doc.Crashes, Since: t.now, Reason: reason, By: quarantinedByLeasectl,
-			LastHolder: r.Holder, LastHost: r.Host,
-		}
-		doc.record(t.now, leasestore.Event{Kind: leasestore.EventQuarantined, Worker: r.Holder, Token: r.Token,
-			Detail: "by " + quarantinedByLeasectl + ": " + reason})
-		c.Quarantined = true
-	}
-	t.notify = append(t.notify, doc.Job)
-	t.tokens = append(t.tokens, doc.Job)
-	return c
-}
-
-// quarantinedByLeasectl is Quarantine.By for a job quarantined for crashing.
-const quarantinedByLeasectl = leasestore.ByLeasectl
-
-// staleDetail is the history detail of a crash found by Acquire or Scan,
-// word for word the Redis store's (docs/semantics.md, History events).
-func staleDetail(by string) string {
-	return "supervisor vanished: liveness expired, found by " + by
-}
-
 // Acquire grants the lease on req.Job; see Store.
 func (e *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
 	var lease *leasestore.Lease
 	err := e.update(ctx, "acquire", req.Job, func(t *txn, doc *jobDoc) (err error) {
-		lease, err = t.acquire(req, doc)
+		var step rules.Step
+		step, lease, err = rules.Acquire(&doc.Record, req, t.now)
+		t.apply(doc, step)
 		return err
 	})
 	if err != nil {
@@ -265,166 +166,39 @@ func (e *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	return lease, nil
 }
 
-// acquire is Acquire on the job's record.
-func (t *txn) acquire(req leasestore.AcquireRequest, doc *jobDoc) (*leasestore.Lease, error) {
-	if doc.Abandoned != "" && doc.Abandoned == req.Holder {
-		return nil, fmt.Errorf("acquire job %q: worker %s gave up on it: %w", req.Job, req.Holder, leasestore.ErrLeaseLost)
-	}
-	if doc.live(t.now) && doc.Run.Holder == req.Holder {
-		// Asked again by its holder, whose first answer was lost: the same
-		// lease, renewed, as the first answer would have given it.
-		r := doc.Run
-		t.extend(doc, req.TTL)
-		return &leasestore.Lease{Job: req.Job, Holder: r.Holder, Token: r.Token, Attempt: r.Attempt,
-			TTL: req.TTL, GrantedAt: t.now}, nil
-	}
-	if doc.Quarantine != nil {
-		return nil, doc.quarantinedError()
-	}
-	if req.Region != "" && doc.Region != "" && req.Region != doc.Region {
-		return nil, &leasestore.RegionError{Job: req.Job, Region: doc.Region, Requested: req.Region}
-	}
-	if doc.live(t.now) {
-		r := doc.Run
-		return nil, &leasestore.HeldError{Job: req.Job, Holder: r.Holder, Host: r.Host, PID: r.PID, Token: r.Token,
-			Since: r.Started, ExpiresIn: r.LiveUntil.Sub(t.now)}
-	}
-	var recovered *leasestore.Crash
-	if doc.crashed(t.now) {
-		recovered = t.consumeCrash(doc, staleDetail("acquire"))
-		if recovered.Quarantined {
-			return nil, doc.quarantinedError()
-		}
-	}
-	if !req.Deadline.IsZero() && t.now.After(req.Deadline) {
-		return nil, &leasestore.DeadlineError{Job: req.Job, Deadline: req.Deadline, Now: t.now}
-	}
-	if req.MinInterval > 0 && !doc.LastSuccess.IsZero() {
-		if age := t.now.Sub(doc.LastSuccess); age < req.MinInterval {
-			return nil, &leasestore.TooSoonError{Job: req.Job, LastSuccess: doc.LastSuccess, MinInterval: req.MinInterval, Age: age}
-		}
-	}
-	token := max(doc.LastToken+1, t.now.UnixMicro())
-	doc.Attempts++
-	// This also drops a previous run whose evidence expired unseen.
-	doc.Run = &runDoc{
-		Holder: req.Holder, Token: token, Host: req.Host, PID: req.PID, Command: req.Command,
-		Started: t.now, Attempt: doc.Attempts, TTL: req.TTL, EvidenceTTL: req.EvidenceTTL,
-		MaxCrashes: req.MaxCrashes, LiveUntil: expiry(t.now, req.TTL), EvidenceUntil: expiry(t.now, req.EvidenceTTL),
-	}
-	doc.LastToken = token
-	doc.MaxCrashes = req.MaxCrashes
-	doc.LastHolder = req.Holder
-	doc.LastHost = req.Host
-	if doc.Region == "" {
-		doc.Region = req.Region
-	}
-	doc.record(t.now, leasestore.Event{Kind: leasestore.EventAcquired, Worker: req.Holder, Token: token,
-		Detail: fmt.Sprintf("attempt %d", doc.Attempts)})
-	t.tokens = append(t.tokens, req.Job)
-	return &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: token, Attempt: doc.Attempts,
-		TTL: req.TTL, GrantedAt: t.now, Recovered: recovered}, nil
-}
-
-// extend moves the liveness of the job's run to now+ttl and its evidence to
-// now+its own TTL.
-func (t *txn) extend(doc *jobDoc, ttl time.Duration) {
-	renewed := *doc.Run
-	renewed.LiveUntil = expiry(t.now, ttl)
-	renewed.EvidenceUntil = expiry(t.now, renewed.EvidenceTTL)
-	doc.Run = &renewed
-}
-
 // Renew extends l's liveness and its run's evidence; see Store.
 func (e *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
 	return e.update(ctx, "renew", l.Job, func(t *txn, doc *jobDoc) error {
-		r := doc.Run
-		if doc.live(t.now) && r.Holder == l.Holder && r.Token == l.Token {
-			t.extend(doc, l.TTL)
-			if l.RTT > 0 {
-				doc.Run.RTT = l.RTT
-			}
-			return nil
-		}
-		if doc.evidence(t.now) && r.Token == l.Token {
-			doc.record(t.now, leasestore.Event{Kind: leasestore.EventLeaseLost, Worker: l.Holder, Token: l.Token,
-				Detail: "renewal came after the lease expired"})
-		}
-		return fmt.Errorf("renew job %q token %d: %w", l.Job, l.Token, leasestore.ErrLeaseLost)
+		step, err := rules.Renew(&doc.Record, l, t.now)
+		t.apply(doc, step)
+		return err
 	})
 }
 
 // Release ends l with outcome out; see Store.
 func (e *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
 	return e.update(ctx, "release", l.Job, func(t *txn, doc *jobDoc) error {
-		if !doc.evidence(t.now) || doc.Run.Token != l.Token {
-			return fmt.Errorf("release job %q token %d: %w", l.Job, l.Token, leasestore.ErrLeaseLost)
-		}
-		t.release(doc, out)
-		return nil
+		step, err := rules.Release(&doc.Record, l, out, t.now)
+		t.apply(doc, step)
+		return err
 	})
-}
-
-// release ends the job's run, whose evidence is there, with outcome out.
-func (t *txn) release(doc *jobDoc, out leasestore.Outcome) {
-	r := doc.Run
-	doc.LastOutcome = &leasestore.LastOutcome{Outcome: out, Worker: r.Holder, Token: r.Token, FinishedAt: t.now}
-	if out.Result == leasestore.ResultCrashed {
-		t.consumeCrash(doc, out.Detail())
-		return
-	}
-	if out.Result == leasestore.ResultCompleted {
-		doc.Crashes = 0
-		doc.LastSuccess = t.now
-	}
-	doc.record(t.now, leasestore.Event{Kind: leasestore.EventReleased, Worker: r.Holder, Token: r.Token, Detail: out.Detail()})
-	doc.Run = nil
-	t.notify = append(t.notify, doc.Job)
-	t.tokens = append(t.tokens, doc.Job)
 }
 
 // RecordLate records the outcome of a run that did not reach the store in
 // time, and undoes what its absence did; see Store.
 func (e *Store) RecordLate(ctx context.Context, late leasestore.LateOutcome) (leasestore.Correction, error) {
 	var c leasestore.Correction
-	err := e.update(ctx, "record late outcome", late.Job, func(t *txn, doc *jobDoc) (err error) {
-		c, err = t.recordLate(doc, late)
-		return err
+	err := e.update(ctx, "record late outcome", late.Job, func(t *txn, doc *jobDoc) error {
+		history, err := doc.history()
+		if err != nil {
+			return err
+		}
+		var step rules.Step
+		step, c = rules.RecordLate(&doc.Record, history, late, t.now)
+		t.apply(doc, step)
+		return nil
 	})
 	return c, err
-}
-
-// recordLate is RecordLate on the job's record.
-func (t *txn) recordLate(doc *jobDoc, late leasestore.LateOutcome) (leasestore.Correction, error) {
-	if late.Token == 0 {
-		doc.Abandoned = late.Holder
-	}
-	if r := doc.Run; doc.evidence(t.now) && r.Holder == late.Holder && (late.Token == 0 || r.Token == late.Token) {
-		t.release(doc, late.Outcome)
-		return leasestore.Correction{Released: true, Crashes: doc.Crashes}, nil
-	}
-	history, err := doc.history()
-	if err != nil {
-		return leasestore.Correction{}, err
-	}
-	fix := leasestore.CorrectLate(history, late.Holder, late.Token, late.Outcome, doc.Crashes)
-	if fix.Recorded || fix.Token == 0 || fix.Token > doc.LastToken {
-		return leasestore.Correction{Crashes: doc.Crashes}, nil
-	}
-	c := leasestore.Correction{CrashWithdrawn: fix.Withdrawn, Crashes: fix.Crashes}
-	doc.Crashes = fix.Crashes
-	if fix.Success.After(doc.LastSuccess) {
-		doc.LastSuccess = fix.Success
-	}
-	if q := doc.Quarantine; q != nil && fix.LiftsQuarantine(q.By, q.Since, doc.MaxCrashes) {
-		doc.Quarantine = nil
-		doc.record(t.now, fix.LiftEvent())
-		t.notify = append(t.notify, doc.Job)
-		c.QuarantineLifted = true
-	}
-	doc.LastOutcome = fix.LastOutcome(late, doc.LastOutcome, t.now)
-	doc.record(t.now, fix.LateEvent(late, c.QuarantineLifted))
-	return c, nil
 }
 
 // scanWorkers is how many jobs Scan deals with at once. Each job's step is
@@ -506,15 +280,9 @@ func (e *Store) scanJob(ctx context.Context, key string, paths []string) (*lease
 				t.stray = append(t.stray, path)
 			}
 		}
-		if doc.Run != nil && !doc.live(t.now) {
-			if doc.crashed(t.now) {
-				crash = t.consumeCrash(doc, staleDetail("scan"))
-			} else {
-				// The evidence expired unseen: like an expired Redis key,
-				// the run is gone without being counted.
-				doc.Run = nil
-			}
-		}
+		var step rules.Step
+		step, crash = rules.Reap(&doc.Record, t.now)
+		t.apply(doc, step)
 		return nil
 	})
 	return crash, err
@@ -523,13 +291,7 @@ func (e *Store) scanJob(ctx context.Context, key string, paths []string) (*lease
 // Quarantine puts job in quarantine by an operator's decision; see Store.
 func (e *Store) Quarantine(ctx context.Context, job string, note leasestore.Note) error {
 	return e.update(ctx, "quarantine", job, func(t *txn, doc *jobDoc) error {
-		if doc.Quarantine == nil {
-			doc.Quarantine = &leasestore.Quarantine{Job: job, Since: t.now, LastHolder: doc.LastHolder, LastHost: doc.LastHost}
-		}
-		doc.Quarantine.By = note.By
-		doc.Quarantine.Reason = note.Reason
-		doc.Quarantine.Crashes = doc.Crashes
-		doc.record(t.now, leasestore.Event{Kind: leasestore.EventQuarantined, Worker: note.By, Detail: noteDetail(note)})
+		t.apply(doc, rules.Quarantine(&doc.Record, note, t.now))
 		return nil
 	})
 }
@@ -538,19 +300,10 @@ func (e *Store) Quarantine(ctx context.Context, job string, note leasestore.Note
 // Store.
 func (e *Store) ReleaseQuarantine(ctx context.Context, job string, note leasestore.Note) error {
 	return e.update(ctx, "release quarantine", job, func(t *txn, doc *jobDoc) error {
-		if doc.Quarantine == nil {
-			return fmt.Errorf("job %q: %w", job, leasestore.ErrNotQuarantined)
-		}
-		doc.Quarantine = nil
-		doc.Crashes = 0
-		doc.record(t.now, leasestore.Event{Kind: leasestore.EventUnquarantine, Worker: note.By, Detail: noteDetail(note)})
-		t.notify = append(t.notify, job)
-		return nil
+		step, err := rules.ReleaseQuarantine(&doc.Record, note, t.now)
+		t.apply(doc, step)
+		return err
 	})
-}
-
-func noteDetail(note leasestore.Note) string {
-	return fmt.Sprintf("by %s: %s", note.By, note.Reason)
 }
 
 // quarantined reads the records the quarantine index names, and returns
@@ -602,23 +355,7 @@ func (e *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 		if err != nil {
 			return &fileError{e.recordPath(jobKey(job)), err}
 		}
-		st = &leasestore.JobStatus{
-			Job: job, State: leasestore.StateIdle, Now: t.now, Region: doc.Region, LastToken: doc.LastToken, Attempts: doc.Attempts,
-			Crashes: doc.Crashes, MaxCrashes: doc.MaxCrashes, Quarantine: doc.Quarantine,
-			LastOutcome: doc.LastOutcome, LastSuccess: doc.LastSuccess, History: history,
-		}
-		if doc.live(t.now) {
-			st.Holder = doc.Run.holder(job)
-		}
-		switch {
-		case doc.Quarantine != nil:
-			st.State = leasestore.StateQuarantined
-		case st.Holder != nil:
-			st.State = leasestore.StateRunning
-		case doc.crashed(t.now):
-			st.State = leasestore.StateCrashed
-			st.Crashed = doc.crash(job, t.now)
-		}
+		st = rules.Status(&doc.Record, history, t.now)
 		return nil
 	})
 	if err != nil {
@@ -642,8 +379,8 @@ func (e *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 			if err != nil {
 				return err
 			}
-			if doc.live(t.now) {
-				h := doc.Run.holder(doc.Job)
+			if doc.Live(t.now) {
+				h := doc.Holder()
 				h.ReadAt = t.now
 				leases = append(leases, *h)
 			}
@@ -684,10 +421,6 @@ func (e *Store) CheckToken(ctx context.Context, job string, token int64) error {
 		if err != nil {
 			return err
 		}
-		live := doc.live(t.now) && doc.Run.Token == doc.LastToken
-		if token == doc.LastToken && live {
-			return nil
-		}
-		return &leasestore.StaleTokenError{Job: job, Token: token, Current: doc.LastToken, Live: live}
+		return rules.CheckToken(&doc.Record, token, t.now)
 	})
 }

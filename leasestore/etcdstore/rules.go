@@ -1,0 +1,121 @@
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/rules"
+)
+
+// The lease rules are package rules'; this file is how the store feeds them
+// a job's keys and writes back what they changed.
+//
+// etcd keeps no expiry times a transaction could compare with: a run is
+// live while its liveness key is there (etcd deletes it with its lease),
+// and has evidence while its evidence key is there. The rules see such a
+// run as live, or as having evidence, for its whole TTL from now, and a run
+// whose liveness key is gone as having expired now. Where the time left
+// matters to a caller (HeldError.ExpiresIn, Holder.ExpiresAt), the store
+// asks etcd for the lease's TTL left instead.
+
+// asRecord is st as the rules read it at now.
+func (st *jobState) asRecord(at time.Time) *rules.Record {
+	r := st.rec
+	rec := &rules.Record{
+		Job: st.job, LastToken: r.LastToken, Attempts: r.Attempts, Crashes: r.Crashes, MaxCrashes: r.MaxCrashes,
+		LastHolder: r.LastHolder, LastHost: r.LastHost, Region: r.Region, LastSuccess: r.LastSuccess,
+		Quarantine: r.Quarantine, LastOutcome: r.LastOutcome, Abandoned: r.Abandoned,
+	}
+	if ev := st.evd; ev != nil {
+		liveUntil := at
+		if st.live != nil && st.liveToken == ev.Token {
+			liveUntil = lasts(at, ev.TTL)
+		}
+		rec.Run = &rules.Run{
+			Holder: ev.Holder, Token: ev.Token, Host: ev.Host, PID: ev.PID, Command: ev.Command,
+			Started: ev.Started, Attempt: ev.Attempt, TTL: ev.TTL, EvidenceTTL: ev.EvidenceTTL,
+			MaxCrashes: ev.MaxCrashes, LiveUntil: liveUntil, EvidenceUntil: lasts(at, ev.EvidenceTTL), RTT: ev.RTT,
+		}
+	}
+	return rec
+}
+
+// lasts is the expiry the rules see for a key that is there at at, of a
+// lease of ttl: at most ttl from now, and after now even for a key whose
+// TTL is unknown (evidence written by hand, or by a leasectl that did not
+// record it).
+func lasts(at time.Time, ttl time.Duration) time.Time {
+	return at.Add(max(ttl, time.Microsecond))
+}
+
+// writes are the etcd writes that make st's keys what the rules made of
+// rec, which asRecord gave them, with step's events appended to the
+// history: the record, the quarantine index, and, for a run the rules
+// ended, its liveness and evidence deleted. A run the rules granted is
+// Acquire's to write (it needs etcd leases). It updates st.rec, and
+// returns the record as written, nil when unchanged.
+func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requestOp, []byte, error) {
+	r := st.rec
+	before, err := json.Marshal(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	hadQuarantine := r.Quarantine
+	r.LastToken, r.Attempts, r.Crashes, r.MaxCrashes = rec.LastToken, rec.Attempts, rec.Crashes, rec.MaxCrashes
+	r.LastHolder, r.LastHost, r.Region, r.LastSuccess = rec.LastHolder, rec.LastHost, rec.Region, rec.LastSuccess
+	r.Quarantine, r.LastOutcome, r.Abandoned = rec.Quarantine, rec.LastOutcome, rec.Abandoned
+	for _, e := range step.Events {
+		r.event(e.At, e)
+	}
+	var ops []requestOp
+	if st.evd != nil && rec.Run == nil {
+		ops = append(ops, del(s.key(kindEvidence, st.job)))
+		if st.live != nil {
+			ops = append(ops, del(s.key(kindLive, st.job)))
+		}
+	}
+	switch {
+	case r.Quarantine == nil && hadQuarantine != nil:
+		ops = append(ops, del(s.key(kindQuarantined, st.job)))
+	case r.Quarantine != nil && r.Quarantine != hadQuarantine:
+		q, err := putJSON(s.key(kindQuarantined, st.job), r.Quarantine, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		ops = append(ops, q)
+	}
+	after, err := json.Marshal(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	if string(after) == string(before) {
+		return ops, nil, nil
+	}
+	return append(ops, requestOp{Put: &putRequest{Key: s.key(kindJob, st.job), Value: after}}), after, nil
+}
+
+// apply runs a transition of the rules on st at this host's clock, and
+// returns its writes and the transition's refusal.
+func (s *Store) apply(st *jobState, transition func(r *rules.Record, at time.Time) (rules.Step, error)) ([]requestOp, error) {
+	at := now()
+	rec := st.asRecord(at)
+	step, refusal := transition(rec, at)
+	ops, _, err := s.writes(st, rec, step)
+	if err != nil {
+		return nil, err
+	}
+	return ops, refusal
+}
+
+// heldRefusal fixes up a refusal of the rules for a live lease with the
+// holder's TTL left as etcd counts it.
+func (s *Store) heldRefusal(ctx context.Context, st *jobState, err error) error {
+	var held *leasestore.HeldError
+	if errors.As(err, &held) && st.live != nil {
+		held.ExpiresIn = s.ttlLeft(ctx, st.live.Lease)
+	}
+	return err
+}

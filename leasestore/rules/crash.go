@@ -1,0 +1,111 @@
+package rules
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// StaleDetail is the history detail of a crash found by op ("acquire",
+// "scan"): every store words it the same (docs/semantics.md, History
+// events).
+func StaleDetail(op string) string {
+	return "supervisor vanished: liveness expired, found by " + op
+}
+
+// countCrash counts the job's current run as a crash at now, exactly once:
+// it drops the run's evidence in the same step, quarantines the job at the
+// run's own threshold, and wakes waiters.
+func (r *Record) countCrash(s *Step, now time.Time, detail string) *leasestore.Crash {
+	c := r.crash(now)
+	u := r.Run
+	r.Crashes = c.Crashes
+	s.record(now, leasestore.Event{Kind: leasestore.EventCrashed, Worker: u.Holder, Token: u.Token,
+		Result: leasestore.ResultCrashed, Detail: detail})
+	r.Run = nil
+	if r.Crashes >= u.MaxCrashes && r.Quarantine == nil {
+		reason := fmt.Sprintf("%d consecutive crashes", r.Crashes)
+		r.Quarantine = &leasestore.Quarantine{
+			Job: r.Job, Crashes: r.Crashes, Since: now, Reason: reason, By: leasestore.ByLeasectl,
+			LastHolder: u.Holder, LastHost: u.Host,
+		}
+		s.record(now, leasestore.Event{Kind: leasestore.EventQuarantined, Worker: u.Holder, Token: u.Token,
+			Detail: "by " + leasestore.ByLeasectl + ": " + reason})
+		c.Quarantined = true
+	}
+	s.Wake, s.Tokens = true, true
+	return c
+}
+
+// Reap is the reaper's step on one job at now: a run whose evidence is
+// there without liveness is counted as a crash (returned); a run whose
+// evidence expired unseen is dropped without being counted, as an expired
+// Redis key would be.
+func Reap(r *Record, now time.Time) (Step, *leasestore.Crash) {
+	var s Step
+	switch {
+	case r.Run == nil || r.Live(now):
+		return s, nil
+	case r.Crashed(now):
+		return s, r.countCrash(&s, now, StaleDetail("scan"))
+	default:
+		r.Run = nil
+		return s, nil
+	}
+}
+
+// Quarantine puts the job in quarantine at now by an operator's decision,
+// or records the operator's new note on a quarantine already there.
+func Quarantine(r *Record, note leasestore.Note, now time.Time) Step {
+	var s Step
+	q := leasestore.Quarantine{Job: r.Job, Since: now, LastHolder: r.LastHolder, LastHost: r.LastHost}
+	if r.Quarantine != nil {
+		q = *r.Quarantine
+	}
+	q.By, q.Reason, q.Crashes = note.By, note.Reason, r.Crashes
+	r.Quarantine = &q
+	s.record(now, leasestore.Event{Kind: leasestore.EventQuarantined, Worker: note.By, Detail: noteDetail(note)})
+	return s
+}
+
+// ReleaseQuarantine lets the job run again at now and resets its crash
+// count. It returns ErrNotQuarantined when the job was not quarantined.
+func ReleaseQuarantine(r *Record, note leasestore.Note, now time.Time) (Step, error) {
+	var s Step
+	if r.Quarantine == nil {
+		return s, fmt.Errorf("job %q: %w", r.Job, leasestore.ErrNotQuarantined)
+	}
+	r.Quarantine = nil
+	r.Crashes = 0
+	s.record(now, leasestore.Event{Kind: leasestore.EventUnquarantine, Worker: note.By, Detail: noteDetail(note)})
+	s.Wake = true
+	return s, nil
+}
+
+func noteDetail(note leasestore.Note) string {
+	return fmt.Sprintf("by %s: %s", note.By, note.Reason)
+}
+
+// Status is what leasestore.Operator.Status reports of the job at now,
+// given its history (oldest first).
+func Status(r *Record, history []leasestore.Event, now time.Time) *leasestore.JobStatus {
+	st := &leasestore.JobStatus{
+		Job: r.Job, State: leasestore.StateIdle, Now: now, Region: r.Region, LastToken: r.LastToken, Attempts: r.Attempts,
+		Crashes: r.Crashes, MaxCrashes: r.MaxCrashes, Quarantine: r.Quarantine,
+		LastOutcome: r.LastOutcome, LastSuccess: r.LastSuccess, History: history,
+	}
+	if r.Live(now) {
+		st.Holder = r.Holder()
+	}
+	switch {
+	case r.Quarantine != nil:
+		st.State = leasestore.StateQuarantined
+	case st.Holder != nil:
+		st.State = leasestore.StateRunning
+	case r.Crashed(now):
+		st.State = leasestore.StateCrashed
+		st.Crashed = r.crash(now)
+	}
+	return st
+}

@@ -1,0 +1,152 @@
+package rules
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// RecordLate records at now the outcome of a run that did not reach the
+// store in time, given the job's history (oldest first), and undoes what
+// its absence did (docs/semantics.md, RecordLate): while the run's evidence
+// is there it is Release; once the run's crash was counted, it withdraws
+// that crash from the consecutive crashes and lifts the quarantine leasectl
+// made with it. With Token 0, the holder gave up on its grant, and its
+// Acquire is refused from now on.
+func RecordLate(r *Record, history []leasestore.Event, late leasestore.LateOutcome, now time.Time) (Step, leasestore.Correction) {
+	var s Step
+	if late.Token == 0 {
+		r.Abandoned = late.Holder
+	}
+	if u := r.Run; r.Evidence(now) && u.Holder == late.Holder && (late.Token == 0 || u.Token == late.Token) {
+		r.end(&s, now, late.Outcome)
+		return s, leasestore.Correction{Released: true, Crashes: r.Crashes}
+	}
+	fix := correctLate(history, late.Holder, late.Token, late.Outcome, r.Crashes)
+	if fix.recorded || fix.token == 0 || fix.token > r.LastToken {
+		return s, leasestore.Correction{Crashes: r.Crashes}
+	}
+	c := leasestore.Correction{CrashWithdrawn: fix.withdrawn, Crashes: fix.crashes}
+	r.Crashes = fix.crashes
+	if fix.success.After(r.LastSuccess) {
+		r.LastSuccess = fix.success
+	}
+	if q := r.Quarantine; q != nil && fix.liftsQuarantine(q.By, q.Since, r.MaxCrashes) {
+		r.Quarantine = nil
+		s.record(now, leasestore.Event{Kind: leasestore.EventUnquarantine, Worker: leasestore.ByLeasectl,
+			Detail: fmt.Sprintf("by %s: the crash of token %d that led to it was withdrawn: its outcome arrived late", leasestore.ByLeasectl, fix.token)})
+		s.Wake = true
+		c.QuarantineLifted = true
+	}
+	if last := r.LastOutcome; last == nil || last.Token < fix.token {
+		r.LastOutcome = &leasestore.LastOutcome{Outcome: late.Outcome, Worker: late.Holder, Token: fix.token, FinishedAt: now}
+	}
+	detail := late.Detail()
+	if fix.withdrawn {
+		detail += "; the crash counted for it is withdrawn"
+	}
+	if c.QuarantineLifted {
+		detail += "; the quarantine it led to is lifted"
+	}
+	s.record(now, leasestore.Event{Kind: leasestore.EventLateOutcome, Worker: late.Holder, Token: fix.token,
+		Result: late.Result, Detail: detail})
+	return s, c
+}
+
+// lateFix is what a late outcome corrects in a job's record, worked out
+// from the job's history by correctLate (docs/semantics.md, RecordLate,
+// step 2).
+type lateFix struct {
+	// token is the run's token: the outcome's, or, when it had none, the one
+	// the run's events carry; 0 when the history does not know the run.
+	token int64
+	// recorded: a late-outcome or released event of the run is in the
+	// history already, so there is nothing to do.
+	recorded bool
+	// withdrawn: the run's crash was counted and still counts; crashes and
+	// crashedAt are set.
+	withdrawn bool
+	// crashes is the job's consecutive crashes once the crash is withdrawn.
+	crashes int
+	// crashedAt is when the withdrawn crash was counted.
+	crashedAt time.Time
+	// success is the completion of a completed run: its start plus its
+	// duration; zero when it did not complete, or its start fell out of the
+	// history.
+	success time.Time
+}
+
+// correctLate works out what the late outcome out of holder's run (token,
+// or 0 when unknown) corrects, given the job's history (oldest first) and
+// its consecutive crashes now.
+func correctLate(history []leasestore.Event, holder string, token int64, out leasestore.Outcome, crashes int) lateFix {
+	fix := lateFix{token: token, crashes: crashes}
+	ofRun := func(e leasestore.Event) bool { return e.Worker == holder && (token == 0 || e.Token == token) }
+	crashed := -1
+	var started time.Time
+	for i, e := range history {
+		switch {
+		case e.Kind == leasestore.EventCrashed && ofRun(e):
+			crashed, fix.token = i, e.Token
+		case e.Kind == leasestore.EventAcquired && ofRun(e):
+			started, fix.token = e.At, e.Token
+		case e.Kind == leasestore.EventReleased && ofRun(e):
+			// Released in time after all (or by RecordLate itself, while
+			// its evidence was there): the outcome is recorded.
+			fix.token, fix.recorded = e.Token, true
+		}
+	}
+	if fix.recorded || fix.token != 0 && leasestore.LateRecorded(history, holder, fix.token) {
+		fix.recorded = true
+		return fix
+	}
+	if crashed < 0 {
+		return fix
+	}
+	for _, e := range history[crashed+1:] {
+		if resetsCrashes(e, fix.token) {
+			return fix
+		}
+	}
+	fix.withdrawn, fix.crashedAt = true, history[crashed].At
+	fix.crashes = max(0, crashes-1)
+	if out.Result == leasestore.ResultCompleted {
+		// A completion at this run's place would have left only the crashes
+		// counted after it, less those withdrawn since.
+		fix.crashes = 0
+		for _, e := range history[crashed+1:] {
+			if e.Kind == leasestore.EventCrashed && !leasestore.LateRecorded(history, e.Worker, e.Token) {
+				fix.crashes++
+			}
+		}
+		if !started.IsZero() {
+			fix.success = started.Add(out.Duration)
+		}
+	}
+	return fix
+}
+
+// liftsQuarantine reports whether f lifts the job's quarantine, made by by
+// at since: f withdraws a crash, leasectl made the quarantine at or after
+// that crash, in its streak, and the crashes left are below the job's
+// maxCrashes (docs/semantics.md, RecordLate, step 2).
+func (f lateFix) liftsQuarantine(by string, since time.Time, maxCrashes int) bool {
+	return f.withdrawn && by == leasestore.ByLeasectl && !since.Before(f.crashedAt) && f.crashes < maxCrashes
+}
+
+// resetsCrashes reports whether event e, recorded after the crash of the run
+// with token, ends the streak that crash belongs to: a completed run after
+// it, or an operator's release from quarantine.
+func resetsCrashes(e leasestore.Event, token int64) bool {
+	completed := e.Result == leasestore.ResultCompleted
+	switch e.Kind {
+	case leasestore.EventReleased:
+		return completed
+	case leasestore.EventLateOutcome:
+		return completed && e.Token > token
+	case leasestore.EventUnquarantine:
+		return e.Worker != leasestore.ByLeasectl
+	}
+	return false
+}
