@@ -169,7 +169,7 @@ func TestRenew(t *testing.T) {
 		if _, err := Renew(r, l, at(20*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if !r.Run.LiveUntil.Equal(at(20*time.Second + ttl)) || !r.Run.EvidenceUntil.Equal(at(20*time.Second + 3*ttl)) || r.Run.RTT != l.RTT {
+		if !r.Run.LiveUntil.Equal(at(20*time.Second+ttl)) || !r.Run.EvidenceUntil.Equal(at(20*time.Second+3*ttl)) || r.Run.RTT != l.RTT {
 			t.Errorf("run after renewal: %+v", r.Run)
 		}
 	})
