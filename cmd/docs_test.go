@@ -97,6 +97,8 @@ func TestOnCallDocsMatchBehaviour(t *testing.T) {
 			{[]string{"quarantine", "release", "nightly-report"}, sampleStore()}, {[]string{"quarantine", "release", "j"}, down()}},
 		"leasectl quarantine add JOB --reason TEXT": {{[]string{"quarantine", "add", "j", "--reason", "r"}, sampleStore()},
 			{[]string{"quarantine", "add", "j", "--reason", "r"}, down()}},
+		"leasectl stop JOB --reason TEXT": {{[]string{"stop", "nightly-report", "--reason", "r"}, sampleStore()},
+			{[]string{"stop", "billing-sync", "--reason", "r"}, sampleStore()}, {[]string{"stop", "j", "--reason", "r"}, down()}},
 		"leasectl token check --job ID --token N": {{[]string{"token", "check", "--job", "nightly-report", "--token", "1772331247000001"}, sampleStore()},
 			{[]string{"token", "check", "--job", "nightly-report", "--token", "1"}, sampleStore()},
 			{[]string{"token", "check", "--job", "j", "--token", "1"}, down()}},

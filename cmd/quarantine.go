@@ -42,7 +42,8 @@ An operator can also quarantine a job by hand, as a kill switch.`,
 	return c
 }
 
-// QuarantineOptions are the inputs of the quarantine commands.
+// QuarantineOptions are the inputs of the quarantine commands and of stop:
+// an operator's action on a job.
 type QuarantineOptions struct {
 	IO        *IOStreams
 	Now       func() time.Time

@@ -65,6 +65,17 @@ func (s *stubStore) Quarantine(_ context.Context, job string, note leasestore.No
 	return nil
 }
 
+func (s *stubStore) Stop(_ context.Context, job string, note leasestore.Note) error {
+	if s.err != nil {
+		return s.err
+	}
+	if st := s.statuses[job]; st == nil || st.Holder == nil {
+		return leasestore.ErrNotRunning
+	}
+	s.note(job, note)
+	return nil
+}
+
 func (s *stubStore) ReleaseQuarantine(_ context.Context, job string, note leasestore.Note) error {
 	if s.err != nil {
 		return s.err

@@ -56,9 +56,9 @@
 // `quarantine show JOB` prints one Quarantine object with two more keys:
 // "max_crashes": int and "history": [Event].
 //
-// Action — `quarantine release` and `quarantine add` print:
+// Action — `quarantine release`, `quarantine add` and `stop` print:
 //
-//	{"job": string, "action": "released" | "quarantined",
+//	{"job": string, "action": "released" | "quarantined" | "stop-requested",
 //	 "by": string, "reason": string, "at": time}
 //
 // Lease — `ls` prints an array of them:
@@ -66,7 +66,9 @@
 //	{"job": string, "worker": string, "host": string, "pid": int,
 //	 "token": int, "attempt": int, "command": [string],
 //	 "started_at": time, "expires_at": time,
-//	 "running_for_ms": int, "ttl_left_ms": int}
+//	 "running_for_ms": int, "ttl_left_ms": int, "last_rtt_ms": float,
+//	 "stop": {"by": string, "reason": string, "requested_at": time}}
+//	                           // stop: only while an operator's stop is pending
 //
 // Status — `status JOB` prints:
 //
@@ -92,7 +94,8 @@
 //	          "duration_ms": int, "reason": string, "worker": string,
 //	          "token": int, "finished_at": time}
 //	Event:   {"at": time, "event": "acquired" | "released" | "crashed" |
-//	          "quarantined" | "released-from-quarantine" | "lease-lost",
+//	          "quarantined" | "released-from-quarantine" | "lease-lost" |
+//	          "late-outcome" | "stop-requested",
 //	          "worker": string, "token": int, "detail": string}
 //
 // TokenCheck — `token check` prints (the exit status still says 0 valid,

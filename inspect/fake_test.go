@@ -190,6 +190,23 @@ func (s *fakeStore) Quarantine(_ context.Context, job string, note leasestore.No
 	return nil
 }
 
+func (s *fakeStore) Stop(_ context.Context, job string, note leasestore.Note) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	j := s.job(job)
+	if !s.live(j) {
+		return leasestore.ErrNotRunning
+	}
+	stopping := *j.evidence
+	stopping.Stop = &leasestore.StopRequest{By: note.By, Reason: note.Reason, At: s.now}
+	j.evidence = &stopping
+	s.event(j, leasestore.EventStop, note.By, stopping.Token, "by "+note.By+": "+note.Reason)
+	return nil
+}
+
 func (s *fakeStore) ReleaseQuarantine(_ context.Context, job string, note leasestore.Note) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -102,10 +102,18 @@ type leaseJSON struct {
 	// LastRTTMS is the holder's last renewal round trip, in milliseconds
 	// with a fraction; 0 when the store has none.
 	LastRTTMS float64 `json:"last_rtt_ms"`
+	// Stop is an operator's request that the run stop; absent when none.
+	Stop *stopJSON `json:"stop,omitempty"`
+}
+
+type stopJSON struct {
+	By          string   `json:"by"`
+	Reason      string   `json:"reason"`
+	RequestedAt jsonTime `json:"requested_at"`
 }
 
 func leaseView(h *leasestore.Holder, now time.Time) leaseJSON {
-	return leaseJSON{
+	v := leaseJSON{
 		Job: h.Job, Worker: h.Worker, Host: h.Host, PID: h.PID, Token: h.Token, Attempt: h.Attempt,
 		Command:   command(h.Command),
 		StartedAt: jsonTime(h.StartedAt), ExpiresAt: jsonTime(h.ExpiresAt),
@@ -113,6 +121,10 @@ func leaseView(h *leasestore.Holder, now time.Time) leaseJSON {
 		TTLLeftMS:    millis(max(h.ExpiresAt.Sub(now), 0)),
 		LastRTTMS:    float64(h.LastRTT.Microseconds()) / 1000,
 	}
+	if s := h.Stop; s != nil {
+		v.Stop = &stopJSON{By: s.By, Reason: s.Reason, RequestedAt: jsonTime(s.At)}
+	}
+	return v
 }
 
 type outcomeJSON struct {

@@ -86,16 +86,18 @@ func crashCount(n, of int) cell {
 	return c
 }
 
-// ActionQuarantined and ActionReleased name what an operator did.
+// ActionQuarantined, ActionReleased and ActionStopRequested name what an
+// operator did.
 const (
-	ActionQuarantined = "quarantined"
-	ActionReleased    = "released"
+	ActionQuarantined   = "quarantined"
+	ActionReleased      = "released"
+	ActionStopRequested = "stop-requested"
 )
 
-// Action is an operator's quarantine decision, as confirmed to them.
+// Action is an operator's decision on a job, as confirmed to them.
 type Action struct {
 	Job    string
-	Action string // ActionQuarantined or ActionReleased
+	Action string // ActionQuarantined, ActionReleased or ActionStopRequested
 	By     string
 	Reason string
 	At     time.Time
@@ -119,6 +121,8 @@ func (p *Printer) Action(a Action) error {
 	switch a.Action {
 	case ActionReleased:
 		msg = fmt.Sprintf("released job %s from quarantine; its crash count is reset (by %s: %s)", a.Job, a.By, a.Reason)
+	case ActionStopRequested:
+		msg = fmt.Sprintf("asked job %s to stop: its holder stops the child at its next renewal, SIGTERM then SIGKILL after its --grace (by %s: %s)", a.Job, a.By, a.Reason)
 	default:
 		msg = fmt.Sprintf("quarantined job %s: `leasectl run` refuses it (exit 76) until `leasectl quarantine release %s` (by %s: %s)", a.Job, a.Job, a.By, a.Reason)
 	}

@@ -37,6 +37,13 @@ func (p *Printer) Status(st *leasestore.JobStatus) error {
 			field{label: "ttl left", key: "ttl_left", value: durationCell(max(h.ExpiresAt.Sub(now), 0))},
 			field{label: "last rtt", key: "last_rtt", value: rttCell(h.LastRTT)},
 		)
+		if s := h.Stop; s != nil {
+			fields = append(fields,
+				field{label: "stopping", key: "stop_requested", value: agoCell(s.At, now)},
+				field{label: "stop by", key: "stop_by", value: textCell(s.By)},
+				field{label: "stop reason", key: "stop_reason", value: textCell(s.Reason)},
+			)
+		}
 	case st.Crashed != nil:
 		c := st.Crashed
 		fields = append(fields,

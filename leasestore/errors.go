@@ -18,6 +18,9 @@ var (
 	// ErrNotQuarantined means ReleaseQuarantine found the job not
 	// quarantined.
 	ErrNotQuarantined = errors.New("leasestore: job is not quarantined")
+	// ErrNotRunning means Stop found no live lease on the job: nothing
+	// runs to be stopped.
+	ErrNotRunning = errors.New("leasestore: job is not running")
 )
 
 // HeldError is returned by Acquire when another worker holds the lease.

@@ -132,6 +132,14 @@ type Operator interface {
 	// returns ErrNotQuarantined when the job was not quarantined.
 	ReleaseQuarantine(ctx context.Context, job string, note Note) error
 
+	// Stop asks the job's running child to stop, by an operator's decision:
+	// its holder learns it with its next renewal (Lease.Stop), stops the
+	// child (SIGTERM, then SIGKILL after its --grace) and releases the run
+	// as failed, stopped by note.By, which counts no crash. The job stays
+	// held until then. Asking again replaces the note. It returns
+	// ErrNotRunning when the job has no live lease.
+	Stop(ctx context.Context, job string, note Note) error
+
 	// Status reports job's state, holder, counters and history. A job the
 	// store has never seen is IDLE with zero counters, not an error.
 	Status(ctx context.Context, job string) (*JobStatus, error)
@@ -196,6 +204,22 @@ type Lease struct {
 	// with the next Renew, and a store that keeps it shows it as the
 	// lease's Holder.LastRTT. Zero: not measured.
 	RTT time.Duration
+	// Stop is set by Renew when an operator asked the run to stop
+	// (Operator.Stop); nil otherwise.
+	Stop *StopRequest
+}
+
+// StopRequest is an operator's request that a run stop (Operator.Stop).
+type StopRequest struct {
+	By     string
+	Reason string
+	At     time.Time // the store's clock when it was asked
+}
+
+// Detail is the request in the words of history events and of the run's
+// outcome: "stopped by alice@host: reason".
+func (s StopRequest) Detail() string {
+	return fmt.Sprintf("stopped by %s: %s", s.By, s.Reason)
 }
 
 // Result is how a run ended.
@@ -300,6 +324,9 @@ type Holder struct {
 	// renewal (Lease.RTT); zero when it reported none yet, or the store does
 	// not keep it.
 	LastRTT time.Duration
+	// Stop is the operator's request that the run stop, while it stops;
+	// nil when none was made.
+	Stop *StopRequest
 }
 
 // LastOutcome is the outcome of a job's last finished run.
@@ -340,6 +367,7 @@ const (
 	EventUnquarantine EventKind = "released-from-quarantine"
 	EventLeaseLost    EventKind = "lease-lost"
 	EventLateOutcome  EventKind = "late-outcome"
+	EventStop         EventKind = "stop-requested"
 )
 
 // Event is one entry of a job's history.

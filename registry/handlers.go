@@ -55,7 +55,7 @@ func (s *Server) heartbeat(x *exchange) (int, any, error) {
 	if err := s.cfg.Store.Renew(x.ctx, l); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, api.Heartbeat{NewLeaseExpiry: sent.Add(l.TTL).UTC(), TTLMS: h.TTLMS}, nil
+	return http.StatusOK, api.Heartbeat{NewLeaseExpiry: sent.Add(l.TTL).UTC(), TTLMS: h.TTLMS, Stop: api.FromStop(l.Stop)}, nil
 }
 
 // checkTTL refuses a TTL the store behind would round or refuse (a store
@@ -313,6 +313,10 @@ func (s *Server) quarantine(x *exchange) (int, any, error) {
 
 func (s *Server) unquarantine(x *exchange) (int, any, error) {
 	return s.note(x, s.cfg.Store.ReleaseQuarantine)
+}
+
+func (s *Server) stop(x *exchange) (int, any, error) {
+	return s.note(x, s.cfg.Store.Stop)
 }
 
 // note runs an operator's action on a job with who and why.

@@ -57,7 +57,7 @@ func TestParseTokens(t *testing.T) {
 }
 
 // The roles of the issue: worker (acquire, heartbeat, complete, release),
-// operator (also quarantine and its release, scan), reader (status,
+// operator (also quarantine and its release, stop, scan), reader (status,
 // lists, metrics), each refused what it may not do with a 403 naming the
 // role; no token or an unknown one is a 401.
 func TestRoles(t *testing.T) {
@@ -71,6 +71,7 @@ func TestRoles(t *testing.T) {
 		{http.MethodPost, api.PathAcquire, acquireBody("j", "w", time.Minute), RoleWorker},
 		{http.MethodPost, api.PathScan, struct{}{}, RoleOperator},
 		{http.MethodPost, api.PathQuarantine, quarantine, RoleOperator},
+		{http.MethodPost, api.PathStop, quarantine, RoleOperator},
 		{http.MethodGet, api.PathStatus + "j", nil, RoleReader},
 		{http.MethodGet, api.PathLeases, nil, RoleReader},
 		{http.MethodGet, api.PathMetrics, nil, RoleReader},

@@ -167,10 +167,13 @@ type fakeStore struct {
 	// lateWithdraws: RecordLate without a token withdraws a crash too (one
 	// with a token always does).
 	lateWithdraws bool
-	failSubs      []error            // what the next Subscribe calls fail with
-	subs          int                // Subscribe calls received
-	history       []leasestore.Event // what Status says of the job's history
-	notify        chan struct{}
+	// stop is what a confirmed renewal reports as an operator's request
+	// that the run stop (Lease.Stop); nil: none.
+	stop     *leasestore.StopRequest
+	failSubs []error            // what the next Subscribe calls fail with
+	subs     int                // Subscribe calls received
+	history  []leasestore.Event // what Status says of the job's history
+	notify   chan struct{}
 }
 
 var _ leasestore.Leaser = (*fakeStore)(nil)
@@ -246,6 +249,11 @@ func (f *fakeStore) Renew(ctx context.Context, l *leasestore.Lease) error {
 	}
 	select {
 	case err := <-call.reply:
+		if err == nil {
+			f.mu.Lock()
+			l.Stop = f.stop
+			f.mu.Unlock()
+		}
 		return err
 	case <-ctx.Done():
 		return ctx.Err()

@@ -18,6 +18,7 @@ import (
 type renewResult struct {
 	sent time.Time
 	err  error
+	stop *leasestore.StopRequest // an operator asked the run to stop
 }
 
 // run is the state of one supervised child.
@@ -39,7 +40,7 @@ type run struct {
 	wdReady   bool   // the watchdog ignores forwarded signals (or there is none)
 	suspended bool   // stopped with the child by job control, until SIGCONT
 	terms     int    // SIGINT/SIGTERM received
-	stopping  Reason // LeaseLost or MaxRuntime once decided; ChildExited otherwise
+	stopping  Reason // LeaseLost, MaxRuntime or Stopped once decided; ChildExited otherwise
 	detail    string // why, when stopping
 	startedAt time.Time
 }
@@ -153,6 +154,13 @@ func (r *run) loop() Ending {
 				}
 				beatT.Reset(res.sent.Add(r.cfg.Heartbeat).Sub(clock.Now()))
 				r.roundTrip(clock.Now().Sub(res.sent))
+				if res.stop != nil && r.stopping == ChildExited {
+					r.stopping, r.detail = Stopped, res.stop.Detail()
+					r.log.Warn().Str("by", res.stop.By).Str("reason", res.stop.Reason).Dur("grace", r.cfg.Grace).
+						Msg(r.detail + "; stopping the child")
+					r.signal(syscall.SIGTERM)
+					graceT = r.armGrace(graceT)
+				}
 			case errors.Is(res.err, leasestore.ErrLeaseLost):
 				r.lose("the store says the lease is no longer ours")
 			default:
@@ -280,7 +288,7 @@ func (r *run) renew() {
 	go func() {
 		err := r.s.Store.Renew(ctx, &l)
 		cancel()
-		r.renewDone <- renewResult{sent: sent, err: err}
+		r.renewDone <- renewResult{sent: sent, err: err, stop: l.Stop}
 	}()
 }
 

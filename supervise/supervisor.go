@@ -88,12 +88,15 @@ const (
 	MaxRuntime
 	// Interrupted: a signal ended the wait before the lease was acquired.
 	Interrupted
+	// Stopped: an operator asked the run to stop (leasestore's Stop); the
+	// child was stopped (79).
+	Stopped
 )
 
 // Ending is how a run ended once the wait for the lease was over.
 type Ending struct {
 	Reason Reason
-	Exit   Exit           // the child's exit (ChildExited, LeaseLost, MaxRuntime)
+	Exit   Exit           // the child's exit (ChildExited, LeaseLost, MaxRuntime, Stopped)
 	Start  *StartError    // NotStarted: why
 	Signal syscall.Signal // Interrupted: the signal
 	Lease  *leasestore.Lease

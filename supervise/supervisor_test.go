@@ -244,6 +244,36 @@ func TestMaxRuntimeStopsTheChild(t *testing.T) {
 	}
 }
 
+func TestStopRequestStopsTheChild(t *testing.T) {
+	h := newHarness(t, nil)
+	h.store.grant(10)
+	h.start()
+	t0 := h.clock.Now()
+	c := h.waitStarted()
+	<-h.wd.updates
+	h.store.mu.Lock()
+	h.store.stop = &leasestore.StopRequest{By: "alice@host", Reason: "bad deploy", At: t0}
+	h.store.mu.Unlock()
+	h.clock.Advance(testHeartbeat)
+	h.renewOK()
+	h.barrier()
+	if got := c.received(); len(got) != 1 || got[0].sig != syscall.SIGTERM || !got[0].at.Equal(t0.Add(testHeartbeat)) {
+		t.Fatalf("group received %v, want SIGTERM at the renewal that reported the stop", got)
+	}
+	// The job stays held while the child stops: renewals go on.
+	h.clock.Advance(testHeartbeat)
+	h.renewOK()
+	h.clock.Advance(testGrace - testHeartbeat)
+	h.barrier()
+	if got := c.received(); len(got) != 1 || got[0].sig != syscall.SIGKILL || !got[0].at.Equal(t0.Add(testHeartbeat+testGrace)) {
+		t.Fatalf("group received %v, want SIGKILL --grace after the stop", got)
+	}
+	ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL})
+	if ending.Reason != Stopped || out.Result != leasestore.ResultFailed || out.Reason != "stopped by alice@host: bad deploy" {
+		t.Errorf("ending %v outcome %+v, want Stopped, failed, stopped by alice@host: bad deploy", ending.Reason, out)
+	}
+}
+
 func TestUnsentSignalIsACrash(t *testing.T) {
 	h := newHarness(t, nil)
 	h.store.grant(10)

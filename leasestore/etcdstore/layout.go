@@ -64,6 +64,8 @@ type evidence struct {
 	// absent (zero) until a renewal reports one, and in evidence written
 	// before round trips were kept.
 	RTT time.Duration `json:"rtt,omitempty"`
+	// Stop is an operator's request that the run stop (Store.Stop).
+	Stop *leasestore.StopRequest `json:"stop,omitempty"`
 }
 
 // record is what the store keeps of a job between runs, with its history.

@@ -38,6 +38,7 @@ func (st *jobState) asRecord(at time.Time) *rules.Record {
 			Holder: ev.Holder, Token: ev.Token, Host: ev.Host, PID: ev.PID, Command: ev.Command,
 			Started: ev.Started, Attempt: ev.Attempt, TTL: ev.TTL, EvidenceTTL: ev.EvidenceTTL,
 			MaxCrashes: ev.MaxCrashes, LiveUntil: liveUntil, EvidenceUntil: lasts(at, ev.EvidenceTTL), RTT: ev.RTT,
+			Stop: ev.Stop,
 		}
 	}
 	return rec
@@ -53,10 +54,12 @@ func lasts(at time.Time, ttl time.Duration) time.Time {
 
 // writes are the etcd writes that make st's keys what the rules made of
 // rec, which asRecord gave them, with step's events appended to the
-// history: the record, the quarantine index, and, for a run the rules
-// ended, its liveness and evidence deleted. A run the rules granted is
-// Acquire's to write (it needs etcd leases). It updates st.rec, and
-// returns the record as written, nil when unchanged.
+// history: the record, the quarantine index, for a run the rules ended its
+// liveness and evidence deleted, and for a run they asked to stop its
+// evidence rewritten on its etcd lease. A run the rules granted is
+// Acquire's to write (it needs etcd leases), and one they renewed Renew's
+// (a keep-alive). It updates st.rec, and returns the record as written,
+// nil when unchanged.
 func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requestOp, []byte, error) {
 	r := st.rec
 	before, err := json.Marshal(r)
@@ -71,6 +74,15 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 		r.event(e.At, e)
 	}
 	var ops []requestOp
+	if ev, u := st.evd, rec.Run; ev != nil && u != nil && u.Token == ev.Token && u.Stop != ev.Stop {
+		stopping := *ev
+		stopping.Stop = u.Stop
+		put, err := putJSON(s.key(kindEvidence, st.job), &stopping, st.ev.Lease)
+		if err != nil {
+			return nil, nil, err
+		}
+		ops = append(ops, put)
+	}
 	if st.evd != nil && rec.Run == nil {
 		ops = append(ops, del(s.key(kindEvidence, st.job)))
 		if st.live != nil {

@@ -496,6 +496,7 @@ func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
 	}
 	s.remember(l.Job, run)
 	s.rememberWritten(seen)
+	l.Stop = seen.evd.Stop
 	return nil
 }
 
@@ -609,7 +610,7 @@ func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore
 // errors and refusals pass through.
 func asUnavailable(op string, err error) error {
 	var ue *leasestore.UnavailableError
-	if errors.Is(err, leasestore.ErrLeaseLost) || errors.Is(err, leasestore.ErrNotQuarantined) || errors.As(err, &ue) {
+	if errors.Is(err, leasestore.ErrLeaseLost) || errors.Is(err, leasestore.ErrNotQuarantined) || errors.Is(err, leasestore.ErrNotRunning) || errors.As(err, &ue) {
 		return err
 	}
 	return &leasestore.UnavailableError{Op: op, Err: err}
@@ -639,6 +640,21 @@ func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasesto
 	})
 	if err != nil {
 		return asUnavailable("release quarantine", err)
+	}
+	return nil
+}
+
+// Stop asks job's running child to stop; see leasestore.Operator. The
+// request is written into the run's evidence, where the holder's next
+// renewal reads it.
+func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) error {
+	_, err := s.transact(ctx, "stop", job, nil, func(st *jobState) ([]requestOp, error) {
+		return s.apply(st, func(r *rules.Record, at time.Time) (rules.Step, error) {
+			return rules.Stop(r, note, at)
+		})
+	})
+	if err != nil {
+		return asUnavailable("stop", err)
 	}
 	return nil
 }

@@ -306,6 +306,15 @@ func (e *Store) ReleaseQuarantine(ctx context.Context, job string, note leasesto
 	})
 }
 
+// Stop asks job's running child to stop; see Store.
+func (e *Store) Stop(ctx context.Context, job string, note leasestore.Note) error {
+	return e.update(ctx, "stop", job, func(t *txn, doc *jobDoc) error {
+		step, err := rules.Stop(&doc.Record, note, t.now)
+		t.apply(doc, step)
+		return err
+	})
+}
+
 // quarantined reads the records the quarantine index names, and returns
 // the quarantined ones.
 func (t *txn) quarantined() ([]*jobDoc, error) {

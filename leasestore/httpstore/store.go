@@ -223,14 +223,19 @@ func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
 	if s.noRTT.Load() {
 		h.RTTUS = 0
 	}
-	err := s.do(ctx, call{op: "renew", method: http.MethodPost, path: api.PathHeartbeat, body: h}, nil)
+	var answer api.Heartbeat
+	err := s.do(ctx, call{op: "renew", method: http.MethodPost, path: api.PathHeartbeat, body: h}, &answer)
 	var re *leasestore.RequestError
 	if h.RTTUS != 0 && errors.As(err, &re) && re.Field == "rtt_us" {
 		s.noRTT.Store(true)
 		h.RTTUS = 0
-		err = s.do(ctx, call{op: "renew", method: http.MethodPost, path: api.PathHeartbeat, body: h}, nil)
+		err = s.do(ctx, call{op: "renew", method: http.MethodPost, path: api.PathHeartbeat, body: h}, &answer)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	l.Stop = answer.Stop.ToStore()
+	return nil
 }
 
 // Release ends l with out; see leasestore.Store. Its Idempotency-Key is
@@ -279,6 +284,12 @@ func (s *Store) Quarantine(ctx context.Context, job string, note leasestore.Note
 // ReleaseQuarantine lets job run again; see leasestore.Store.
 func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasestore.Note) error {
 	return s.do(ctx, call{op: "release quarantine", method: http.MethodPost, path: api.PathUnquarantine,
+		body: api.NoteRequest{JobID: job, By: note.By, Reason: note.Reason}, key: randomKey()}, nil)
+}
+
+// Stop asks job's running child to stop; see leasestore.Store.
+func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) error {
+	return s.do(ctx, call{op: "stop", method: http.MethodPost, path: api.PathStop,
 		body: api.NoteRequest{JobID: job, By: note.By, Reason: note.Reason}, key: randomKey()}, nil)
 }
 

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -81,24 +82,61 @@ type scanReply struct {
 
 // runReply is a run as status and leases describe it.
 type runReply struct {
-	Job      string   `json:"job"`
-	Holder   string   `json:"holder"`
-	Host     string   `json:"host"`
-	PID      int      `json:"pid"`
-	Token    int64    `json:"token"`
-	Attempt  int64    `json:"attempt"`
-	Command  []string `json:"command"`
-	Started  int64    `json:"started"`
-	Expires  int64    `json:"expires"`
-	RTT      int64    `json:"rtt_us"` // the holder's last renewal round trip; 0: none yet
-	Live     bool     `json:"live"`
-	Evidence bool     `json:"evidence"`
+	Job     string   `json:"job"`
+	Holder  string   `json:"holder"`
+	Host    string   `json:"host"`
+	PID     int      `json:"pid"`
+	Token   int64    `json:"token"`
+	Attempt int64    `json:"attempt"`
+	Command []string `json:"command"`
+	Started int64    `json:"started"`
+	Expires int64    `json:"expires"`
+	RTT     int64    `json:"rtt_us"` // the holder's last renewal round trip; 0: none yet
+	stopReply
+	Live     bool `json:"live"`
+	Evidence bool `json:"evidence"`
+}
+
+// stopReply is an operator's request that a run stop, as renew and status
+// answer it; all null when none was made.
+type stopReply struct {
+	By     *string `json:"stop_by"`
+	Reason string  `json:"stop_reason"`
+	At     int64   `json:"stop_at"`
+}
+
+// request is the stop request, nil when none was made.
+func (s stopReply) request() *leasestore.StopRequest {
+	if s.By == nil {
+		return nil
+	}
+	return &leasestore.StopRequest{By: *s.By, Reason: s.Reason, At: usTime(s.At)}
+}
+
+// renewReply is renew's answer: true, false, or a stop request (which
+// also means renewed).
+type renewReply struct {
+	renewed bool
+	stop    *leasestore.StopRequest
+}
+
+// UnmarshalJSON decodes the answer's three forms.
+func (r *renewReply) UnmarshalJSON(b []byte) error {
+	if err := json.Unmarshal(b, &r.renewed); err == nil {
+		return nil
+	}
+	var s stopReply
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	r.renewed, r.stop = true, s.request()
+	return nil
 }
 
 func (r *runReply) holder(job string) *leasestore.Holder {
 	return &leasestore.Holder{Job: job, Worker: r.Holder, Host: r.Host, PID: r.PID, Token: r.Token, Attempt: r.Attempt,
 		Command: r.Command, StartedAt: usTime(r.Started), ExpiresAt: usTime(r.Expires),
-		LastRTT: time.Duration(r.RTT) * time.Microsecond}
+		LastRTT: time.Duration(r.RTT) * time.Microsecond, Stop: r.stopReply.request()}
 }
 
 // leasesReply is leases' answer.
@@ -135,6 +173,7 @@ type statusReply struct {
 		Kind   string `json:"kind"`
 		Worker string `json:"worker"`
 		Token  int64  `json:"token"`
+		Result string `json:"result"` // null: none, or recorded before schema version 3
 		Detail string `json:"detail"`
 	} `json:"history"`
 }
@@ -145,7 +184,7 @@ func (r *statusReply) status(job string) *leasestore.JobStatus {
 	st := &leasestore.JobStatus{Job: job, State: leasestore.StateIdle, Now: now}
 	for _, e := range r.History {
 		st.History = append(st.History, leasestore.Event{At: usTime(e.At), Kind: leasestore.EventKind(e.Kind),
-			Worker: e.Worker, Token: e.Token, Detail: e.Detail})
+			Worker: e.Worker, Token: e.Token, Result: leasestore.Result(e.Result), Detail: e.Detail})
 	}
 	if j := r.Job; j != nil {
 		st.LastToken, st.Attempts, st.Crashes, st.MaxCrashes = j.LastToken, j.Attempts, j.Crashes, j.MaxCrashes

@@ -20,6 +20,8 @@ var (
 	tablesV1SQL string
 	//go:embed sql/tables_v2.sql
 	tablesV2SQL string
+	//go:embed sql/tables_v3.sql
+	tablesV3SQL string
 	//go:embed sql/lib.sql
 	libSQL string
 	//go:embed sql/acquire.sql
@@ -36,6 +38,8 @@ var (
 	quarantineSQL string
 	//go:embed sql/unquarantine.sql
 	unquarantineSQL string
+	//go:embed sql/stop.sql
+	stopSQL string
 	//go:embed sql/status.sql
 	statusSQL string
 	//go:embed sql/leases.sql
@@ -52,20 +56,21 @@ var (
 // Every function checks it (SQLSTATE LC001 when it differs), so that a
 // client never runs against tables it does not know. Version 2 added
 // regions, round trips and the holder that gave up on its grant
-// (sql/tables_v2.sql).
-const schemaVersion = 2
+// (sql/tables_v2.sql); version 3 an operator's request that a run stop,
+// and the outcome a history event carries (sql/tables_v3.sql).
+const schemaVersion = 3
 
 // tableSteps are the SQL that takes the tables from one version to the
 // next: tableSteps()[i] from version i to i+1. A step only ever adds to
 // the tables the steps before it made; it may drop the previous version's
 // functions, which every migration makes again.
-func tableSteps() []string { return []string{tablesV1SQL, tablesV2SQL} }
+func tableSteps() []string { return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL} }
 
 // functions are the SQL of the current version's functions. Every
 // migration replaces them all (CREATE OR REPLACE), after the table steps.
 func functions() []string {
 	return []string{
-		libSQL, acquireSQL, renewSQL, releaseSQL, recordLateSQL, scanSQL, quarantineSQL, unquarantineSQL,
+		libSQL, acquireSQL, renewSQL, releaseSQL, recordLateSQL, scanSQL, quarantineSQL, unquarantineSQL, stopSQL,
 		statusSQL, leasesSQL, quarantinedSQL, countsSQL, checkTokenSQL,
 	}
 }

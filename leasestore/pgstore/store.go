@@ -55,7 +55,7 @@ type Store struct {
 	// The statement of each operation.
 	sqlAcquire, sqlRenew, sqlRelease, sqlRecordLate, sqlScan, sqlQuarantine string
 	sqlUnquarantine, sqlStatus, sqlLeases, sqlQuarantined, sqlCounts        string
-	sqlCheckToken                                                           string
+	sqlCheckToken, sqlStop                                                  string
 }
 
 var (
@@ -88,6 +88,7 @@ func (s *Store) prepareStatements() {
 	s.sqlQuarantined = call("quarantined", "integer")
 	s.sqlCounts = call("counts", "integer")
 	s.sqlCheckToken = call("checktoken", "integer", "text")
+	s.sqlStop = call("stop", "integer", "text", "text", "text")
 }
 
 // Close closes the store's connections and its token feed, whose watches
@@ -195,15 +196,16 @@ func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
 	if err := text(l.Holder); err != nil {
 		return err
 	}
-	var ok bool
-	err := s.call(ctx, "renew", s.sqlRenew, &ok, version(), []byte(l.Job), []byte(l.Holder), integer(l.Token), micros(l.TTL),
+	var r renewReply
+	err := s.call(ctx, "renew", s.sqlRenew, &r, version(), []byte(l.Job), []byte(l.Holder), integer(l.Token), micros(l.TTL),
 		micros(l.RTT))
 	if err != nil {
 		return err
 	}
-	if !ok {
+	if !r.renewed {
 		return fmt.Errorf("renew job %q token %d: %w", l.Job, l.Token, leasestore.ErrLeaseLost)
 	}
+	l.Stop = r.stop
 	return nil
 }
 
@@ -268,6 +270,21 @@ func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasesto
 	}
 	if !ok {
 		return fmt.Errorf("job %q: %w", job, leasestore.ErrNotQuarantined)
+	}
+	return nil
+}
+
+// Stop asks job's running child to stop; see leasestore.Store.
+func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) error {
+	if err := text(note.By, note.Reason); err != nil {
+		return err
+	}
+	var ok bool
+	if err := s.call(ctx, "stop", s.sqlStop, &ok, version(), []byte(job), []byte(note.By), []byte(note.Reason)); err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("stop job %q: %w", job, leasestore.ErrNotRunning)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func (e *evidence) crash(job string, staleSince, now time.Time, crashes int, qua
 var eventKinds = map[string]leasestore.EventKind{
 	"a": leasestore.EventAcquired, "r": leasestore.EventReleased, "c": leasestore.EventCrashed,
 	"q": leasestore.EventQuarantined, "u": leasestore.EventUnquarantine, "l": leasestore.EventLeaseLost,
-	"x": leasestore.EventLateOutcome,
+	"x": leasestore.EventLateOutcome, "p": leasestore.EventStop,
 }
 
 // reply decodes a script's array reply. The first decoding error sticks in

@@ -35,6 +35,9 @@ var luaQuarantine string
 //go:embed lua/unquarantine.lua
 var luaUnquarantine string
 
+//go:embed lua/stop.lua
+var luaStop string
+
 //go:embed lua/status.lua
 var luaStatus string
 
@@ -65,6 +68,7 @@ var (
 	scriptScan         = newScript(luaScan)
 	scriptQuarantine   = newScript(luaQuarantine)
 	scriptUnquarantine = newScript(luaUnquarantine)
+	scriptStop         = newScript(luaStop)
 	scriptStatus       = newScript(luaStatus)
 	scriptCheckToken   = newScript(luaCheckToken)
 	scriptLeases       = newScript(luaLeases)

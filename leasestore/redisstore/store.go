@@ -1,9 +1,11 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -239,10 +241,14 @@ func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
 	if err != nil {
 		return err
 	}
-	if v != int64(1) {
-		return leasestore.ErrLeaseLost
+	r := &reply{op: "renew", v: v}
+	if r.int(0) != 1 {
+		return cmp.Or(r.err, leasestore.ErrLeaseLost)
 	}
-	return nil
+	if r.len() == 4 {
+		l.Stop = &leasestore.StopRequest{By: r.str(1), Reason: r.str(2), At: r.time(3)}
+	}
+	return r.err
 }
 
 // Release ends l with outcome out; see Store.
@@ -334,6 +340,21 @@ func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note leasesto
 	return nil
 }
 
+// Stop asks job's running child to stop; see Store.
+func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) error {
+	if err := noNUL(note.By, note.Reason); err != nil {
+		return err
+	}
+	v, err := s.run(ctx, "stop", scriptStop, s.jobKeys(job), s.jobPrefix(job), job, note.By, note.Reason)
+	if err != nil {
+		return err
+	}
+	if v != int64(1) {
+		return fmt.Errorf("stop job %q: %w", job, leasestore.ErrNotRunning)
+	}
+	return nil
+}
+
 // Quarantined lists the quarantined jobs of every shard, ordered by job.
 func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error) {
 	replies, err := s.runShards(ctx, "list quarantined", scriptQuarantined, allShards())
@@ -392,6 +413,9 @@ func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 		if expiry.After(now) {
 			st.Holder = ev.holder(job, expiry)
 			st.Holder.LastRTT = time.Duration(rec.int("rt")) * time.Microsecond
+			if rec["sp"] == strconv.FormatInt(ev.token, 10) {
+				st.Holder.Stop = &leasestore.StopRequest{By: rec["sb"], Reason: rec["sr"], At: rec.time("sa")}
+			}
 			if st.State == leasestore.StateIdle {
 				st.State = leasestore.StateRunning
 			}

@@ -84,7 +84,8 @@ func (r *Record) extend(now time.Time, ttl time.Duration) {
 }
 
 // Renew extends l's liveness by l.TTL and its run's evidence by its own TTL
-// at now, and keeps the round trip l reports. It refuses with ErrLeaseLost
+// at now, keeps the round trip l reports, and sets l.Stop when an operator
+// asked the run to stop. It refuses with ErrLeaseLost
 // a lease that is no longer live; when the run's evidence is still there,
 // a lease-lost event records the late renewal.
 func Renew(r *Record, l *leasestore.Lease, now time.Time) (Step, error) {
@@ -95,6 +96,7 @@ func Renew(r *Record, l *leasestore.Lease, now time.Time) (Step, error) {
 		if l.RTT > 0 {
 			r.Run.RTT = l.RTT
 		}
+		l.Stop = u.Stop
 		return s, nil
 	}
 	if r.Evidence(now) && u.Token == l.Token {
@@ -132,6 +134,22 @@ func (r *Record) end(s *Step, now time.Time, out leasestore.Outcome) {
 		Result: out.Result, Detail: out.Detail()})
 	r.Run = nil
 	s.Wake, s.Tokens = true, true
+}
+
+// Stop asks the job's live run to stop at now, by note's operator: its
+// holder learns it from its next renewal. A second request replaces the
+// first's note. It refuses with ErrNotRunning a job without a live run.
+func Stop(r *Record, note leasestore.Note, now time.Time) (Step, error) {
+	var s Step
+	if !r.Live(now) {
+		return s, fmt.Errorf("stop job %q: %w", r.Job, leasestore.ErrNotRunning)
+	}
+	stopping := *r.Run
+	stopping.Stop = &leasestore.StopRequest{By: note.By, Reason: note.Reason, At: now}
+	r.Run = &stopping
+	s.record(now, leasestore.Event{Kind: leasestore.EventStop, Worker: note.By, Token: stopping.Token,
+		Detail: noteDetail(note)})
+	return s, nil
 }
 
 // CheckToken returns nil when token is the job's current fencing token and

@@ -49,6 +49,8 @@ type Run struct {
 	EvidenceUntil time.Time     `json:"evidence_until"`
 	// RTT is the holder's last renewal round trip, as it reported it.
 	RTT time.Duration `json:"rtt,omitempty"`
+	// Stop is an operator's request that the run stop; nil: none.
+	Stop *leasestore.StopRequest `json:"stop,omitempty"`
 }
 
 // Step is what a transition asks of the store besides writing the record
@@ -115,6 +117,6 @@ func (r *Record) Holder() *leasestore.Holder {
 	u := r.Run
 	return &leasestore.Holder{
 		Job: r.Job, Worker: u.Holder, Host: u.Host, PID: u.PID, Token: u.Token, Attempt: u.Attempt,
-		Command: u.Command, StartedAt: u.Started, ExpiresAt: u.LiveUntil, LastRTT: u.RTT,
+		Command: u.Command, StartedAt: u.Started, ExpiresAt: u.LiveUntil, LastRTT: u.RTT, Stop: u.Stop,
 	}
 }

@@ -322,3 +322,40 @@ func TestStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestStop(t *testing.T) {
+	note := leasestore.Note{By: "oncall", Reason: "bad deploy"}
+	t.Run("the holder learns it at its next renewal, and the job stays held", func(t *testing.T) {
+		r := running("w1", 10)
+		step, err := Stop(r, note, at(time.Second))
+		if err != nil || !equal(kinds(step), []leasestore.EventKind{leasestore.EventStop}) || step.Events[0].Token != 10 {
+			t.Fatalf("answered %v with events %+v", err, step.Events)
+		}
+		l := lease(r)
+		if _, err := Renew(r, l, at(2*time.Second)); err != nil || l.Stop == nil || l.Stop.By != "oncall" || l.Stop.Reason != "bad deploy" {
+			t.Errorf("renewal answered %v, stop %+v", err, l.Stop)
+		}
+		if _, _, err := Acquire(r, request("w2"), at(3*time.Second)); err == nil {
+			t.Error("a run being stopped was granted to another")
+		}
+		if h := Status(r, nil, at(3*time.Second)).Holder; h == nil || h.Stop == nil {
+			t.Errorf("status shows holder %+v", h)
+		}
+	})
+	t.Run("its release is no crash", func(t *testing.T) {
+		r := running("w1", 10)
+		r.Crashes = 1
+		Stop(r, note, at(time.Second))
+		out := leasestore.Outcome{Result: leasestore.ResultFailed, Signal: 15, Reason: r.Run.Stop.Detail()}
+		if _, err := Release(r, lease(r), out, at(2*time.Second)); err != nil || r.Crashes != 1 || r.LastOutcome.Reason != "stopped by oncall: bad deploy" {
+			t.Errorf("answered %v, crashes %d, outcome %+v", err, r.Crashes, r.LastOutcome)
+		}
+	})
+	t.Run("a job with no live run is not running", func(t *testing.T) {
+		for name, r := range map[string]*Record{"never seen": {Job: "job"}, "expired": crashed("w1", 10, 0)} {
+			if _, err := Stop(r, note, at(ttl+time.Second)); !errors.Is(err, leasestore.ErrNotRunning) {
+				t.Errorf("%s: answered %v", name, err)
+			}
+		}
+	})
+}

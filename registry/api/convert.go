@@ -367,14 +367,30 @@ func (q *Quarantine) ToStore() leasestore.Quarantine {
 func FromHolder(h leasestore.Holder) Holder {
 	return Holder{JobID: h.Job, WorkerID: h.Worker, Host: h.Host, PID: h.PID, FencingToken: h.Token, Attempt: h.Attempt,
 		Command: h.Command, StartedAt: h.StartedAt.UTC(), ExpiresAt: h.ExpiresAt.UTC(), ReadAt: h.ReadAt.UTC(),
-		LastRTTUS: h.LastRTT.Microseconds()}
+		LastRTTUS: h.LastRTT.Microseconds(), Stop: FromStop(h.Stop)}
+}
+
+// FromStop is s on the wire; nil for nil.
+func FromStop(s *leasestore.StopRequest) *StopRequest {
+	if s == nil {
+		return nil
+	}
+	return &StopRequest{By: s.By, Reason: s.Reason, RequestedAt: s.At.UTC()}
+}
+
+// ToStore is the stop request s describes; nil for nil.
+func (s *StopRequest) ToStore() *leasestore.StopRequest {
+	if s == nil {
+		return nil
+	}
+	return &leasestore.StopRequest{By: s.By, Reason: s.Reason, At: s.RequestedAt}
 }
 
 // ToStore is the live lease h describes.
 func (h *Holder) ToStore() leasestore.Holder {
 	return leasestore.Holder{Job: h.JobID, Worker: h.WorkerID, Host: h.Host, PID: h.PID, Token: h.FencingToken,
 		Attempt: h.Attempt, Command: h.Command, StartedAt: h.StartedAt, ExpiresAt: h.ExpiresAt, ReadAt: h.ReadAt,
-		LastRTT: time.Duration(h.LastRTTUS) * time.Microsecond}
+		LastRTT: time.Duration(h.LastRTTUS) * time.Microsecond, Stop: h.Stop.ToStore()}
 }
 
 // SeedState is seed 002's state of a job with status st: RUNNING while a

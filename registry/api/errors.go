@@ -25,6 +25,7 @@ const (
 	CodeRegionMismatch       = "region_mismatch"           // 409: the job belongs to another region
 	CodeLeaseLost            = "lease_lost"                // 409: the token is no longer the job's live lease (a stale token)
 	CodeNotQuarantined       = "not_quarantined"           // 409: unquarantine of a job that is not quarantined
+	CodeNotRunning           = "not_running"               // 409: stop of a job that has no live lease
 	CodeStaleToken           = "stale_token"               // 409: check-token: not the current token, or not live
 	CodeDeadlinePassed       = "deadline_passed"           // 410: the job's ttl_deadline passed: no more retries
 	CodeTokenWatchBehind     = "token_watch_behind"        // 410: a token watch's client fell behind and states were dropped; the watch is gone
@@ -49,7 +50,7 @@ func Codes() []string {
 		CodeLeaseLost, CodeNotQuarantined, CodeStaleToken, CodeDeadlinePassed, CodeRequestTooLarge,
 		CodeIdempotencyKeyReused, CodeQuarantined, CodeRateLimited, CodeInternal, CodeStoreUnavailable,
 		CodeShuttingDown, CodeTooManySubscriptions, CodeTokenWatchNotFound, CodeTokenWatchBehind, CodeNoTokenFeed,
-		CodeTooManyTokenWatches, CodeNoLateOutcomes,
+		CodeTooManyTokenWatches, CodeNoLateOutcomes, CodeNotRunning,
 	}
 }
 
@@ -67,7 +68,7 @@ func Status(code string) int {
 		return http.StatusNotFound
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case CodeHeld, CodeTooSoon, CodeRegionMismatch, CodeLeaseLost, CodeNotQuarantined, CodeStaleToken:
+	case CodeHeld, CodeTooSoon, CodeRegionMismatch, CodeLeaseLost, CodeNotQuarantined, CodeNotRunning, CodeStaleToken:
 		return http.StatusConflict
 	case CodeDeadlinePassed, CodeTokenWatchBehind:
 		return http.StatusGone
@@ -203,6 +204,8 @@ func FromError(err error) *Error {
 		return &Error{Code: CodeLeaseLost, Message: message}
 	case errors.Is(err, leasestore.ErrNotQuarantined):
 		return &Error{Code: CodeNotQuarantined, Message: message}
+	case errors.Is(err, leasestore.ErrNotRunning):
+		return &Error{Code: CodeNotRunning, Message: message}
 	case errors.Is(err, leasestore.ErrUnavailable):
 		return &Error{Code: CodeStoreUnavailable, Message: message}
 	default:
@@ -211,7 +214,7 @@ func FromError(err error) *Error {
 }
 
 // StoreError rebuilds the leasestore error e stands for: a typed refusal
-// with its data, or ErrLeaseLost or ErrNotQuarantined wrapped with the job. It returns nil for a code that is no answer of the
+// with its data, or ErrLeaseLost, ErrNotQuarantined or ErrNotRunning wrapped with the job. It returns nil for a code that is no answer of the
 // store (authentication, rate limits, a store or registry that failed):
 // the caller reports those as the store being unavailable.
 func (e *Error) StoreError() error {
@@ -249,6 +252,8 @@ func (e *Error) StoreError() error {
 		return fmt.Errorf("job %q: %w", e.JobID, leasestore.ErrLeaseLost)
 	case CodeNotQuarantined:
 		return fmt.Errorf("job %q: %w", e.JobID, leasestore.ErrNotQuarantined)
+	case CodeNotRunning:
+		return fmt.Errorf("job %q: %w", e.JobID, leasestore.ErrNotRunning)
 	default:
 		return nil
 	}

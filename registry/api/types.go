@@ -57,6 +57,16 @@ type Heartbeat struct {
 	// TTL, by the registry's clock: the store set its expiry no earlier.
 	NewLeaseExpiry time.Time `json:"new_lease_expiry"`
 	TTLMS          int64     `json:"ttl_ms"`
+	// Stop is an operator's request that the run stop (PathStop); absent
+	// when none was made.
+	Stop *StopRequest `json:"stop,omitempty"`
+}
+
+// StopRequest is an operator's request that a run stop.
+type StopRequest struct {
+	By          string    `json:"by"`
+	Reason      string    `json:"reason"`
+	RequestedAt time.Time `json:"requested_at"`
 }
 
 // CompleteRequest is the body of POST PathComplete: the run ends as
@@ -159,6 +169,9 @@ type Holder struct {
 	// reported with its last heartbeat; 0 when it reported none yet, or the
 	// store behind the registry does not keep it.
 	LastRTTUS int64 `json:"last_rtt_us"`
+	// Stop is an operator's request that the run stop, while it stops;
+	// absent when none was made.
+	Stop *StopRequest `json:"stop,omitempty"`
 }
 
 // Crash is a run whose supervisor vanished.

@@ -94,12 +94,12 @@ BEGIN
       q_last_host = CASE WHEN c.quarantine THEN c.host ELSE j.q_last_host END
     FROM crashed c WHERE j.job = c.job
   ), recorded AS (
-    INSERT INTO @schema@.history (job, seq, at, kind, worker, token, detail)
-    SELECT c.job, c.seq + 1, p_now, 'crashed', c.holder, c.token, coalesce(p_detail,
+    INSERT INTO @schema@.history (job, seq, at, kind, worker, token, result, detail)
+    SELECT c.job, c.seq + 1, p_now, 'crashed', c.holder, c.token, 'crashed', coalesce(p_detail,
       'supervisor vanished: liveness expired, found by ' || p_by)
     FROM crashed c
     UNION ALL
-    SELECT c.job, c.seq + 2, p_now, 'quarantined', c.holder, c.token, format('by leasectl: %s consecutive crashes', c.crashes)
+    SELECT c.job, c.seq + 2, p_now, 'quarantined', c.holder, c.token, NULL, format('by leasectl: %s consecutive crashes', c.crashes)
     FROM crashed c WHERE c.quarantine
   ), trimmed AS (
     DELETE FROM @schema@.history h USING crashed c

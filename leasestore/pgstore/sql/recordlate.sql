@@ -87,8 +87,8 @@ BEGIN
   v_crashes := j.crashes;
   IF v_crashed IS NOT NULL AND NOT EXISTS (SELECT FROM @schema@.history x
       WHERE x.job = p_job AND x.seq > v_crashed AND (
-        (x.kind = 'released' AND x.detail LIKE 'completed %')
-        OR (x.kind = 'late-outcome' AND x.detail LIKE 'completed %' AND x.token > v_token)
+        (x.kind = 'released' AND x.result = 'completed')
+        OR (x.kind = 'late-outcome' AND x.result = 'completed' AND x.token > v_token)
         OR (x.kind = 'released-from-quarantine' AND x.worker <> 'leasectl'))) THEN
     v_withdrawn := true;
     IF p_result = 'completed' THEN
@@ -125,8 +125,8 @@ BEGIN
     PERFORM pg_notify(@schema@._channel(p_job), '');
   END IF;
   v_seq := v_seq + 1;
-  INSERT INTO @schema@.history (job, seq, at, kind, worker, token, detail)
-  VALUES (p_job, v_seq, v_now, 'late-outcome', p_holder, v_token, v_detail);
+  INSERT INTO @schema@.history (job, seq, at, kind, worker, token, result, detail)
+  VALUES (p_job, v_seq, v_now, 'late-outcome', p_holder, v_token, p_result, v_detail);
   DELETE FROM @schema@.history WHERE job = p_job AND seq <= v_seq - @history@;
   -- Finished now: after the crash counted for the run, which Status readers
   -- compare it with; unless a later run's outcome is recorded.

@@ -35,8 +35,8 @@ BEGIN
     PERFORM @schema@._count_crashes(ARRAY[p_job], v_now, false, p_detail, NULL);
     RETURN 'true';
   END IF;
-  INSERT INTO @schema@.history (job, seq, at, kind, worker, token, detail)
-  VALUES (p_job, j.events + 1, v_now, 'released', r.holder, r.token, p_detail);
+  INSERT INTO @schema@.history (job, seq, at, kind, worker, token, result, detail)
+  VALUES (p_job, j.events + 1, v_now, 'released', r.holder, r.token, p_result, p_detail);
   DELETE FROM @schema@.history WHERE job = p_job AND seq <= j.events + 1 - @history@;
   DELETE FROM @schema@.runs WHERE job = p_job;
   PERFORM pg_notify(@schema@._channel(p_job), '');

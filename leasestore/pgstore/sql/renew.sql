@@ -2,8 +2,10 @@
 -- transaction, the clock read once after the job's lock is taken.
 -- Parameters: schema version, job, holder, token, ttl (µs), the holder's
 --   last renewal round trip (µs; 0: not measured, the one kept stays).
--- Returns JSON true when renewed, false when the lease is lost (after
--- recording a lease-lost event if the run's own evidence is still there).
+-- Returns JSON true when renewed, {"stop_by", "stop_reason", "stop_at"}
+-- when renewed and an operator asked the run to stop (the stop function),
+-- false when the lease is lost (after recording a lease-lost event if the
+-- run's own evidence is still there).
 CREATE OR REPLACE FUNCTION @schema@.renew(p_version integer, p_job text, p_holder text, p_token bigint,
   p_ttl_us bigint, p_rtt_us bigint) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -34,5 +36,8 @@ BEGIN
   UPDATE @schema@.runs SET live_until = v_now + @schema@._micros(p_ttl_us), evidence_until = v_now + r.evidence_ttl,
     rtt_us = CASE WHEN p_rtt_us > 0 THEN p_rtt_us ELSE r.rtt_us END
   WHERE job = p_job;
+  IF r.stop_by IS NOT NULL THEN
+    RETURN json_build_object('stop_by', r.stop_by, 'stop_reason', r.stop_reason, 'stop_at', @schema@._us(r.stop_at));
+  END IF;
   RETURN 'true';
 END $$;

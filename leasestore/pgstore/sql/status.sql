@@ -19,10 +19,11 @@ BEGIN
         FROM @schema@.jobs j WHERE j.job = p_job),
       'run', (SELECT json_build_object('holder', r.holder, 'host', r.host, 'pid', r.pid, 'token', r.token,
           'attempt', r.attempt, 'command', r.command, 'started', @schema@._us(r.started),
-          'expires', @schema@._us(r.live_until), 'rtt_us', r.rtt_us, 'live', r.live_until > c.now, 'evidence', r.evidence_until > c.now)
+          'expires', @schema@._us(r.live_until), 'rtt_us', r.rtt_us, 'stop_by', r.stop_by, 'stop_reason', r.stop_reason,
+          'stop_at', @schema@._us(r.stop_at), 'live', r.live_until > c.now, 'evidence', r.evidence_until > c.now)
         FROM @schema@.runs r WHERE r.job = p_job),
       'history', (SELECT coalesce(json_agg(json_build_object('at', @schema@._us(h.at), 'kind', h.kind,
-          'worker', h.worker, 'token', h.token, 'detail', h.detail) ORDER BY h.seq), '[]')
+          'worker', h.worker, 'token', h.token, 'result', h.result, 'detail', h.detail) ORDER BY h.seq), '[]')
         FROM @schema@.history h WHERE h.job = p_job))
     FROM c);
 END $$;

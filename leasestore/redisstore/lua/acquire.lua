@@ -87,8 +87,9 @@ local last = tonumber(redis.call('HGET', k.r, 't') or '0')
 local token = int(math.max(last + 1, now))
 local attempt = int(redis.call('HINCRBY', k.r, 'a', 1))
 redis.call('HSET', k.r, 't', token, 'm', max_crashes, 'lh', holder, 'lo', host)
--- The round trip renew.lua keeps is the holder's: a new one has none yet.
-redis.call('HDEL', k.r, 'rt')
+-- The round trip renew.lua keeps is the holder's, and a stop request
+-- (stop.lua) the run's: a new one has neither yet.
+redis.call('HDEL', k.r, 'rt', 'sp', 'sb', 'sr', 'sa')
 if region ~= '' and not job_region then
   redis.call('HSET', k.r, 'g', region)
 end

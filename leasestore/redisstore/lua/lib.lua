@@ -121,7 +121,7 @@ end
 -- from the time (base 36; empty for none: an acquired event's token is
 -- usually its time, a released one's the run's start), detail.
 -- Kinds: a acquired, r released, c crashed, q quarantined, u released from
--- quarantine, l lease lost, x late outcome.
+-- quarantine, l lease lost, x late outcome, p stop requested.
 local function event(k, now, kind, worker, token, detail)
   local offset = ''
   if token ~= '' then
@@ -182,4 +182,14 @@ local function release_run(k, job, f, now, o)
   redis.call('ZREM', k.idx, job)
   event(k, now, 'r', f[1], f[2], o.detail)
   redis.call('PUBLISH', k.n, 'e' .. f[2])
+end
+
+-- stop_of returns the operator's request that the run with token stop
+-- (stop.lua) as {by, reason, at}, or nil when none was made.
+local function stop_of(k, token)
+  local sp = redis.call('HMGET', k.r, 'sp', 'sb', 'sr', 'sa')
+  if sp[1] == token then
+    return {sp[2], sp[3], sp[4]}
+  end
+  return nil
 end

@@ -2,14 +2,16 @@
 -- KEYS: evidence, record, history, index, quarantine set.
 -- ARGV: shard prefix, job, holder, token, ttl (ms), the holder's last
 --       renewal round trip (us; 0: not measured), kept in the record as rt.
--- Returns 1 when renewed; 0 when the lease is lost (then, if the evidence
--- still holds this token, a lease-lost event is recorded).
+-- Returns {1} when renewed, {1, by, reason, at} when renewed and an
+-- operator asked the run to stop (stop.lua); {0} when the lease is lost
+-- (then, if the evidence still holds this token, a lease-lost event is
+-- recorded).
 local prefix, job, holder, token, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local k = declared_keys(prefix, job)
 local now = now_us()
 local f = evidence_of(k, token)
 if not f then
-  return 0
+  return {0}
 end
 if f[1] == holder and liveness(k, job, now) then
   redis.call('ZADD', k.idx, now + ttl * 1000, job)
@@ -17,7 +19,11 @@ if f[1] == holder and liveness(k, job, now) then
   if tonumber(ARGV[6]) > 0 then
     redis.call('HSET', k.r, 'rt', ARGV[6])
   end
-  return 1
+  local stop = stop_of(k, token)
+  if stop then
+    return {1, stop[1], stop[2], stop[3]}
+  end
+  return {1}
 end
 event(k, now, 'l', holder, token, 'renewal came after the lease expired')
-return 0
+return {0}
