@@ -21,7 +21,7 @@ const (
 	exitDeadline    = 77  // the job's ttl_deadline passed: it is no longer retried (seed 002)
 	exitRegion      = 78  // the job belongs to another region than the worker's (seed 002)
 	exitMaxRuntime  = 124 // --max-runtime passed (like timeout(1))
-	exitStopped     = 79  // an operator stopped the run (leasectl stop)
+	exitStopped     = 80  // an operator stopped the run (leasectl stop)
 	exitLeaseLost   = 125 // the lease was lost; the child was killed
 	exitSignalBase  = 128 // 128+N: the child died of signal N, or a signal ended the wait
 )

@@ -58,8 +58,9 @@ Timing rules: --heartbeat ≤ --ttl/3; --heartbeat < --safety < --ttl;
 Exit codes: CMD's own (128+N if it died of signal N); 64 usage; 69 store
 unavailable; 75 held elsewhere (--conflict-exit-code); 76 quarantined;
 77 --ttl-deadline passed; 78 the job belongs to another region (--region);
-79 an operator stopped the run (leasectl stop); 124 --max-runtime passed; 125 lease lost, CMD killed; 126/127 CMD not
-executable / not found. A --min-interval skip exits 0.`,
+80 an operator stopped the run (leasectl stop); 124 --max-runtime passed;
+125 lease lost, CMD killed; 126/127 CMD not executable / not found. A
+--min-interval skip exits 0.`,
 		Example: `  # Run once at a time across every host sharing the store:
   leasectl run --job hello -- echo hello
 

@@ -22,7 +22,7 @@ func NewCmdStop(f *Factory, runF func(*QuarantineOptions) error) *cobra.Command 
 a shell there. The holder learns it at its next renewal (within --heartbeat,
 ttl/3 by default), sends SIGTERM to the child's process group and SIGKILL
 after its --grace, and releases the job as failed, stopped by you: no crash is
-counted, and its 'leasectl run' exits 79. The job stays held until then, so a
+counted, and its 'leasectl run' exits 80. The job stays held until then, so a
 --wait run does not take it while it is being stopped. The request is
 recorded in the job's history with who asked (user@hostname) and why.
 

@@ -89,7 +89,7 @@ const (
 	// Interrupted: a signal ended the wait before the lease was acquired.
 	Interrupted
 	// Stopped: an operator asked the run to stop (leasestore's Stop); the
-	// child was stopped (79).
+	// child was stopped (80).
 	Stopped
 )
 
