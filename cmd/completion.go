@@ -104,10 +104,26 @@ func bashCompletion(root *cobra.Command, out io.Writer, withDesc bool) error {
 // not hang on a store that does not answer.
 const completionTimeout = 2 * time.Second
 
-// completeJobs completes a job ID with the jobs the store knows now: with
-// leased, those holding a lease (what leasectl ls lists); with quarantined,
-// those in quarantine. Nothing is offered when the store cannot be asked.
-func completeJobs(f *Factory, leased, quarantined bool) cobra.CompletionFunc {
+// completionLimit bounds the job IDs a completion offers: more than a
+// shell shows usefully.
+const completionLimit = 1000
+
+// jobSet is which jobs a completion offers.
+type jobSet int
+
+const (
+	leasedJobs      jobSet = 1 << iota // holding a lease (what leasectl ls lists)
+	quarantinedJobs                    // in quarantine
+	idleJobs                           // the other jobs the store knows
+	// knownJobs: every job the store knows, those leased or quarantined
+	// described as such.
+	knownJobs = leasedJobs | quarantinedJobs | idleJobs
+)
+
+// completeJobs completes a job ID with the jobs of set, as the store knows
+// them now, starting with what was typed. Nothing is offered when the
+// store cannot be asked.
+func completeJobs(f *Factory, set jobSet) cobra.CompletionFunc {
 	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		ctx, cancel := context.WithTimeout(c.Context(), completionTimeout)
 		defer cancel()
@@ -116,28 +132,47 @@ func completeJobs(f *Factory, leased, quarantined bool) cobra.CompletionFunc {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		defer s.Close()
+		described := map[string]string{}
 		var jobs []string
-		if leased {
+		if set&leasedJobs != 0 {
 			if leases, err := s.Leases(ctx); err == nil {
 				for _, h := range leases {
-					jobs = append(jobs, h.Job+"\tleased by "+h.Worker)
+					described[h.Job] = "leased by " + h.Worker
+					jobs = append(jobs, h.Job)
 				}
 			}
 		}
-		if quarantined {
+		if set&quarantinedJobs != 0 {
 			if qs, err := s.Quarantined(ctx); err == nil {
 				for _, q := range qs {
-					jobs = append(jobs, q.Job+"\tquarantined: "+q.Reason)
+					described[q.Job] = "quarantined: " + q.Reason
+					jobs = append(jobs, q.Job)
 				}
 			}
 		}
-		return jobs, cobra.ShellCompDirectiveNoFileComp
+		if set&idleJobs != 0 {
+			if known, err := s.Jobs(ctx, toComplete, completionLimit); err == nil {
+				jobs = append(jobs, known...)
+			}
+		}
+		slices.Sort(jobs)
+		var offered []string
+		for _, job := range slices.Compact(jobs) {
+			if !strings.HasPrefix(job, toComplete) {
+				continue
+			}
+			if d := described[job]; d != "" {
+				job += "\t" + d
+			}
+			offered = append(offered, job)
+		}
+		return offered, cobra.ShellCompDirectiveNoFileComp
 	}
 }
 
 // completeOneJob completes the JOB argument of a command that takes one.
-func completeOneJob(f *Factory, leased, quarantined bool) cobra.CompletionFunc {
-	jobs := completeJobs(f, leased, quarantined)
+func completeOneJob(f *Factory, set jobSet) cobra.CompletionFunc {
+	jobs := completeJobs(f, set)
 	return func(c *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp

@@ -102,6 +102,9 @@ func TestBashCompletesWithoutTheBashCompletionPackage(t *testing.T) {
 	if res := leasectlBinary(t, env, "quarantine", "add", "billing=v2", "--reason", "bad rows"); res.code != 0 {
 		t.Fatalf("quarantine add: %+v", res)
 	}
+	if res := leasectlBinary(t, env, "run", "--job", "nightly-report", "--", "true"); res.code != 0 {
+		t.Fatalf("run: %+v", res)
+	}
 	// complete sets what bash sets on TAB at the end of the line and prints
 	// the replies, then a line "--".
 	const script = `source <(leasectl completion bash) || exit 1
@@ -119,6 +122,8 @@ complete_line "leasectl sta"
 complete_line "leasectl status "
 complete_line "leasectl quarantine release b"
 complete_line "leasectl run --job et"
+complete_line "leasectl run --job n"
+complete_line "leasectl stop "
 complete_line "leasectl token check --job etl:"
 complete_line "leasectl --log-format j"
 complete_line "leasectl --log-level "
@@ -137,10 +142,12 @@ complete_line "leasectl --log-level "
 	got := strings.Split(strings.TrimSuffix(string(out), "--\n"), "--\n")
 	want := []string{
 		"status\n",
-		"billing=v2\netl:orders\n", // two, sorted here, their descriptions dropped
+		"billing=v2\netl:orders\nnightly-report\n", // every job the store knows, sorted here, descriptions dropped
 		"billing=v2\n",
 		"etl:orders\n",
-		"orders\n", // bash replaces only what follows the : itself
+		"nightly-report\n", // a job at rest
+		"etl:orders\n",     // stop: only jobs running now
+		"orders\n",         // bash replaces only what follows the : itself
 		"json\n",
 		"debug\nerror\ninfo\ntrace\nwarn\n",
 	}

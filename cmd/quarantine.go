@@ -142,7 +142,7 @@ Exit status: 0 quarantined, 1 not quarantined (one line on stderr says so),
 64 for a bad job ID, 69 if the store is unreachable.`,
 		Example:           `  leasectl quarantine show nightly-report`,
 		Args:              jobArg(opts),
-		ValidArgsFunction: completeOneJob(f, false, true),
+		ValidArgsFunction: completeOneJob(f, quarantinedJobs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -195,7 +195,7 @@ Exit status: 0 released, 1 not quarantined, 64 for a bad job ID, 69 if the
 store is unreachable.`,
 		Example:           `  leasectl quarantine release nightly-report --reason "fixed the bad input file (INC-1234)"`,
 		Args:              jobArg(opts),
-		ValidArgsFunction: completeOneJob(f, false, true),
+		ValidArgsFunction: completeOneJob(f, quarantinedJobs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.By = operator()
 			if runF != nil {
@@ -244,7 +244,7 @@ Exit status: 0 quarantined, 64 for a bad job ID or a missing --reason, 69 if
 the store is unreachable.`,
 		Example:           `  leasectl quarantine add billing-sync --reason "upstream API returns garbage (INC-1234)"`,
 		Args:              jobArg(opts),
-		ValidArgsFunction: completeOneJob(f, true, false),
+		ValidArgsFunction: completeOneJob(f, knownJobs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.Reason == "" {
 				return usageError(errors.New("quarantine add: --reason is required: say why, for the on-call after you"))

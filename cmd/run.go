@@ -119,7 +119,7 @@ unavailable; 75 held elsewhere (--conflict-exit-code); 76 quarantined;
 	fl.StringVar(&c.Region, "region", "", "this worker's region: a job first granted in a region is refused to workers of others (exit 78); default: a registry URL's ?region=, else any")
 	fl.Var(timestampFlag{&c.Deadline}, "ttl-deadline", "the job's hard deadline, an RFC 3339 time: past it by the store's clock (on etcd, the acquiring host's) the job is refused for good (exit 77), also while --wait waits")
 	_ = cmd.MarkFlagRequired("job")
-	_ = cmd.RegisterFlagCompletionFunc("job", completeJobs(f, true, true))
+	_ = cmd.RegisterFlagCompletionFunc("job", completeJobs(f, knownJobs))
 	return cmd
 }
 

@@ -91,7 +91,7 @@ is unreachable.`,
   leasectl status nightly-report --json | jq -r .state
   leasectl status nightly-report | awk -F'\t' '$1 == "state" {print $2}'`,
 		Args:              oneJob,
-		ValidArgsFunction: completeOneJob(f, true, true),
+		ValidArgsFunction: completeOneJob(f, knownJobs),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Job = args[0]
 			if runF != nil {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,20 @@ func (s *stubStore) Quarantine(_ context.Context, job string, note leasestore.No
 	}
 	s.note(job, note)
 	return nil
+}
+
+func (s *stubStore) Jobs(_ context.Context, prefix string, limit int) ([]string, error) {
+	var jobs []string
+	for job := range s.statuses {
+		if strings.HasPrefix(job, prefix) {
+			jobs = append(jobs, job)
+		}
+	}
+	slices.Sort(jobs)
+	if limit > 0 && len(jobs) > limit {
+		jobs = jobs[:limit]
+	}
+	return jobs, s.err
 }
 
 func (s *stubStore) Stop(_ context.Context, job string, note leasestore.Note) error {

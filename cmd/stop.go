@@ -36,7 +36,7 @@ Exit status: 0 asked, 1 not running, 64 for a bad job ID or a missing
 --reason, 69 if the store is unreachable.`,
 		Example:           `  leasectl stop nightly-report --reason "runaway query on the primary (INC-1236)"`,
 		Args:              jobArg(opts),
-		ValidArgsFunction: completeOneJob(f, true, false),
+		ValidArgsFunction: completeOneJob(f, leasedJobs),
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.Reason == "" {
 				return usageError(errors.New("stop: --reason is required: say why, for the job's history and the holder's log"))

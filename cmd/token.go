@@ -88,7 +88,7 @@ store is unreachable.`,
 	c.Flags().Int64Var(&opts.Token, "token", 0, "fencing token to check ($LEASECTL_FENCING_TOKEN inside a run)")
 	c.Flags().BoolVar(&opts.JSON, "json", false, jsonFlagHelp)
 	_ = c.MarkFlagRequired("job")
-	_ = c.RegisterFlagCompletionFunc("job", completeJobs(f, true, false))
+	_ = c.RegisterFlagCompletionFunc("job", completeJobs(f, leasedJobs))
 	_ = c.MarkFlagRequired("token")
 	return c
 }

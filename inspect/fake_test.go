@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -188,6 +190,22 @@ func (s *fakeStore) Quarantine(_ context.Context, job string, note leasestore.No
 	j.quarantine.By, j.quarantine.Reason, j.quarantine.Crashes = note.By, note.Reason, j.crashes
 	s.event(j, leasestore.EventQuarantined, "", 0, "by "+note.By+": "+note.Reason)
 	return nil
+}
+
+func (s *fakeStore) Jobs(_ context.Context, prefix string, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var jobs []string
+	for name := range s.jobs {
+		if strings.HasPrefix(name, prefix) {
+			jobs = append(jobs, name)
+		}
+	}
+	slices.Sort(jobs)
+	if limit > 0 && len(jobs) > limit {
+		jobs = jobs[:limit]
+	}
+	return jobs, s.fail
 }
 
 func (s *fakeStore) Stop(_ context.Context, job string, note leasestore.Note) error {

@@ -143,6 +143,11 @@ type Operator interface {
 	// Status reports job's state, holder, counters and history. A job the
 	// store has never seen is IDLE with zero counters, not an error.
 	Status(ctx context.Context, job string) (*JobStatus, error)
+	// Jobs lists the IDs of the jobs the store knows, those starting with
+	// prefix, ordered, at most limit of them (0: no limit). A job is known
+	// once it was granted or quarantined. It is for completion and listings,
+	// not a hot path: on some stores it reads every job's record.
+	Jobs(ctx context.Context, prefix string, limit int) ([]string, error)
 	// Leases lists the live leases, ordered by job, each with the store's
 	// clock at the time of reading.
 	Leases(ctx context.Context) ([]Holder, error)

@@ -336,6 +336,27 @@ func (s *Server) note(x *exchange, act func(ctx context.Context, job string, not
 	return http.StatusOK, api.Success{Success: true}, nil
 }
 
+func (s *Server) jobs(x *exchange) (int, any, error) {
+	q := x.r.URL.Query()
+	prefix := q.Get("prefix")
+	if len(prefix) > leasestore.MaxJobIDLen {
+		return 0, nil, &api.FieldError{Field: "prefix", Reason: fmt.Sprintf("it is longer than a job ID (%d bytes)", leasestore.MaxJobIDLen)}
+	}
+	limit := api.MaxJobsListed
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > api.MaxJobsListed {
+			return 0, nil, &api.FieldError{Field: "limit", Reason: fmt.Sprintf("it must be an integer from 1 to %d", api.MaxJobsListed)}
+		}
+		limit = n
+	}
+	jobs, err := s.cfg.Store.Jobs(x.ctx, prefix, limit)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, api.JobIDs{Jobs: append(make([]string, 0, len(jobs)), jobs...)}, nil
+}
+
 func (s *Server) quarantined(x *exchange) (int, any, error) {
 	list, err := s.cfg.Store.Quarantined(x.ctx)
 	if err != nil {

@@ -181,6 +181,7 @@ func routes() []route {
 		{"unquarantine-job", http.MethodPost, api.PathUnquarantine, RoleOperator, true, (*Server).unquarantine},
 		{"quarantined-jobs", http.MethodGet, api.PathQuarantined, RoleReader, false, (*Server).quarantined},
 		{"stop-job", http.MethodPost, api.PathStop, RoleOperator, true, (*Server).stop},
+		{"jobs", http.MethodGet, api.PathJobs, RoleReader, false, (*Server).jobs},
 		{"leases", http.MethodGet, api.PathLeases, RoleReader, false, (*Server).leases},
 		{"counts", http.MethodGet, api.PathCounts, RoleReader, false, (*Server).counts},
 		{"check-token", http.MethodGet, api.PathCheckToken, RoleReader, false, (*Server).checkToken},

@@ -20,6 +20,7 @@ type rangeRequest struct {
 	RangeEnd  []byte `json:"range_end,omitempty"`
 	KeysOnly  bool   `json:"keys_only,omitempty"`
 	CountOnly bool   `json:"count_only,omitempty"`
+	Limit     int64  `json:"limit,string,omitempty"`
 }
 
 type rangeResponse struct {

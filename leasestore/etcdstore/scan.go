@@ -282,6 +282,25 @@ func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	return list, nil
 }
 
+// Jobs lists the known jobs whose IDs start with prefix, ordered, at most
+// limit of them: the keys of their records, which etcd reads in order; see
+// leasestore.Operator.
+func (s *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, error) {
+	from := append(s.prefix(kindJob), prefix...)
+	end := append([]byte(nil), from...)
+	end[len(end)-1]++ // just past every key that starts with from: job IDs are ASCII
+	var resp rangeResponse
+	req := &rangeRequest{Key: from, RangeEnd: end, KeysOnly: true, Limit: int64(max(limit, 0))}
+	if err := s.c.call(ctx, "/v3/kv/range", req, &resp); err != nil {
+		return nil, s.unavailable("list jobs", err)
+	}
+	jobs := make([]string, 0, len(resp.KVs))
+	for _, kv := range resp.KVs {
+		jobs = append(jobs, s.jobOf(kindJob, kv.Key))
+	}
+	return jobs, nil
+}
+
 // Quarantined lists the quarantined jobs, ordered by job; see
 // leasestore.Operator.
 func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error) {

@@ -373,6 +373,37 @@ func (e *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 	return st, nil
 }
 
+// Jobs lists the known jobs whose IDs start with prefix, ordered, at most
+// limit of them; see Store. Record files are named by a hash of their job,
+// so it reads every record.
+func (e *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, error) {
+	var jobs []string
+	err := e.view("list jobs", func(t *txn) error {
+		names, err := readNames(filepath.Join(e.dataDir, jobsDir))
+		if err != nil {
+			return err
+		}
+		for _, key := range names {
+			doc, err := t.readKey(key, "")
+			if err != nil {
+				return err
+			}
+			if doc.Known() && strings.HasPrefix(doc.Job, prefix) {
+				jobs = append(jobs, doc.Job)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(jobs)
+	if limit > 0 && len(jobs) > limit {
+		jobs = jobs[:limit]
+	}
+	return jobs, nil
+}
+
 // Leases lists the live leases, ordered by job. It reads the in-flight
 // index entries that are live, then each one's record; each lease is read
 // at the store's clock just after its record.

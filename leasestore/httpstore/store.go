@@ -293,6 +293,20 @@ func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) erro
 		body: api.NoteRequest{JobID: job, By: note.By, Reason: note.Reason}, key: randomKey()}, nil)
 }
 
+// Jobs lists the known jobs whose IDs start with prefix; see
+// leasestore.Store. The registry lists at most api.MaxJobsListed.
+func (s *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, error) {
+	q := url.Values{"prefix": {prefix}}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(min(limit, api.MaxJobsListed)))
+	}
+	var r api.JobIDs
+	if err := s.do(ctx, call{op: "list jobs", method: http.MethodGet, path: api.PathJobs, query: q}, &r); err != nil {
+		return nil, err
+	}
+	return r.Jobs, nil
+}
+
 // Status reports job's state; see leasestore.Store.
 func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, error) {
 	var st api.JobStatus

@@ -40,6 +40,8 @@ var (
 	unquarantineSQL string
 	//go:embed sql/stop.sql
 	stopSQL string
+	//go:embed sql/jobs.sql
+	jobsSQL string
 	//go:embed sql/status.sql
 	statusSQL string
 	//go:embed sql/leases.sql
@@ -70,7 +72,7 @@ func tableSteps() []string { return []string{tablesV1SQL, tablesV2SQL, tablesV3S
 // migration replaces them all (CREATE OR REPLACE), after the table steps.
 func functions() []string {
 	return []string{
-		libSQL, acquireSQL, renewSQL, releaseSQL, recordLateSQL, scanSQL, quarantineSQL, unquarantineSQL, stopSQL,
+		libSQL, acquireSQL, renewSQL, releaseSQL, recordLateSQL, scanSQL, quarantineSQL, unquarantineSQL, stopSQL, jobsSQL,
 		statusSQL, leasesSQL, quarantinedSQL, countsSQL, checkTokenSQL,
 	}
 }

@@ -55,7 +55,7 @@ type Store struct {
 	// The statement of each operation.
 	sqlAcquire, sqlRenew, sqlRelease, sqlRecordLate, sqlScan, sqlQuarantine string
 	sqlUnquarantine, sqlStatus, sqlLeases, sqlQuarantined, sqlCounts        string
-	sqlCheckToken, sqlStop                                                  string
+	sqlCheckToken, sqlStop, sqlJobs                                         string
 }
 
 var (
@@ -89,6 +89,7 @@ func (s *Store) prepareStatements() {
 	s.sqlCounts = call("counts", "integer")
 	s.sqlCheckToken = call("checktoken", "integer", "text")
 	s.sqlStop = call("stop", "integer", "text", "text", "text")
+	s.sqlJobs = call("jobs", "integer", "text", "integer")
 }
 
 // Close closes the store's connections and its token feed, whose watches
@@ -287,6 +288,16 @@ func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) erro
 		return fmt.Errorf("stop job %q: %w", job, leasestore.ErrNotRunning)
 	}
 	return nil
+}
+
+// Jobs lists the known jobs whose IDs start with prefix, ordered, at most
+// limit of them; see leasestore.Store.
+func (s *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, error) {
+	var jobs []string
+	if err := s.call(ctx, "list jobs", s.sqlJobs, &jobs, version(), []byte(prefix), integer(int64(max(limit, 0)))); err != nil {
+		return nil, err
+	}
+	return jobs, nil
 }
 
 // Quarantined lists the quarantined jobs, ordered by job.

@@ -17,6 +17,8 @@ import "strconv"
 //	<ns>:{<shard>}:live        the shard's liveness index: sorted set
 //	                           job -> liveness expiry (µs)
 //	<ns>:{<shard>}:quarantined the shard's quarantined jobs: a set
+//	<ns>:{<shard>}:jobs        the shard's known jobs: a sorted set, every
+//	                           score 0, read in lexical order (Jobs)
 //
 // Every transition of one job is a script over the keys of one slot, legal
 // on Redis Cluster; heartbeats spread over the shards' index keys instead of
@@ -47,19 +49,19 @@ func (s *Store) shardPrefix(shard int) string {
 }
 
 // jobKeys are the declared KEYS of every per-job script: evidence, record,
-// history, the shard's index, the shard's quarantine set (lua/lib.lua,
+// history, the shard's index, quarantine set and known jobs (lua/lib.lua,
 // declared_keys).
 func (s *Store) jobKeys(job string) []string {
 	p := s.shardPrefix(shardOf(job))
 	j := p + job + ":"
-	return []string{j + "e", j + "r", j + "h", p + "live", p + "quarantined"}
+	return []string{j + "e", j + "r", j + "h", p + "live", p + "quarantined", p + "jobs"}
 }
 
 // shardKeys are the declared KEYS of every per-shard script: the shard's
-// index and quarantine set.
+// index, quarantine set and known jobs.
 func (s *Store) shardKeys(shard int) []string {
 	p := s.shardPrefix(shard)
-	return []string{p + "live", p + "quarantined"}
+	return []string{p + "live", p + "quarantined", p + "jobs"}
 }
 
 // channel is job's notification channel.

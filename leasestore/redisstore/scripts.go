@@ -38,6 +38,9 @@ var luaUnquarantine string
 //go:embed lua/stop.lua
 var luaStop string
 
+//go:embed lua/jobs.lua
+var luaJobs string
+
 //go:embed lua/status.lua
 var luaStatus string
 
@@ -69,6 +72,7 @@ var (
 	scriptQuarantine   = newScript(luaQuarantine)
 	scriptUnquarantine = newScript(luaUnquarantine)
 	scriptStop         = newScript(luaStop)
+	scriptJobs         = newScript(luaJobs)
 	scriptStatus       = newScript(luaStatus)
 	scriptCheckToken   = newScript(luaCheckToken)
 	scriptLeases       = newScript(luaLeases)

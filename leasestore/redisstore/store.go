@@ -355,6 +355,30 @@ func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) erro
 	return nil
 }
 
+// Jobs lists the known jobs of every shard whose IDs start with prefix,
+// ordered, at most limit of them; see Store. Each shard gives at most limit,
+// in order: the first limit of all of them are among those.
+func (s *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, error) {
+	replies, err := s.runShards(ctx, "list jobs", scriptJobs, allShards(), prefix, limit)
+	if err != nil {
+		return nil, err
+	}
+	var jobs []string
+	for _, r := range replies {
+		for i := range r.len() {
+			jobs = append(jobs, r.str(i))
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	slices.Sort(jobs)
+	if limit > 0 && len(jobs) > limit {
+		jobs = jobs[:limit]
+	}
+	return jobs, nil
+}
+
 // Quarantined lists the quarantined jobs of every shard, ordered by job.
 func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error) {
 	replies, err := s.runShards(ctx, "list quarantined", scriptQuarantined, allShards())

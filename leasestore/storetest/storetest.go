@@ -106,6 +106,7 @@ func Run(t *testing.T, h Harness) {
 		{"RecordLateCompletedEndsTheStreak", testRecordLateCompleted},
 		{"RecordLateAbandonedGrant", testRecordLateAbandoned},
 		{"Stop", testStop},
+		{"Jobs", testJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, fixture{h.NewStore(t), h.Abilities()}) })

@@ -237,6 +237,15 @@ type QuarantinedJobs struct {
 	Jobs []Quarantine `json:"jobs"`
 }
 
+// MaxJobsListed bounds what one GET PathJobs lists: enough for completion
+// and an on-call listing, not a bulk export.
+const MaxJobsListed = 10000
+
+// JobIDs is the answer to GET PathJobs: the known jobs' IDs, ordered.
+type JobIDs struct {
+	Jobs []string `json:"jobs"`
+}
+
 // Counts is the answer to GET PathCounts.
 type Counts struct {
 	InFlight    int `json:"in_flight"`

@@ -1,5 +1,5 @@
 -- acquire: grant the job's lease (docs/semantics.md, Acquire) in one step.
--- KEYS: evidence, record, history, index, quarantine set.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs.
 -- ARGV: shard prefix, job, holder, ttl (ms), evidence ttl (ms), max crashes,
 --       min interval (us, 0: off), host, pid, command arguments packed with
 --       NUL (may be empty; sent with a leading NUL when non-empty), region
@@ -97,6 +97,7 @@ redis.call('SET', k.e, holder .. SEP .. token .. SEP .. b36(tonumber(token) - no
   max_crashes .. SEP .. attempt .. SEP .. int(ttl) .. SEP .. host .. SEP .. pid .. command,
   'PX', evidence_ttl)
 redis.call('ZADD', k.idx, now + ttl * 1000, job)
+redis.call('ZADD', k.jobs, 0, job)
 -- The detail leaves out host and pid: the evidence has them while the run
 -- lasts, and the default worker ID (host:pid:random) keeps them in every
 -- event; 20 copies would take a tenth of a job's memory at rest.

@@ -23,6 +23,9 @@
 --                IS the liveness: a job is live while its score is in the
 --                future and its evidence is there.
 --   <p>quarantined  the shard's quarantined jobs.
+--   <p>jobs      the shard's known jobs: a sorted set, every score 0, read in
+--                lexical order (jobs.lua); a job joins it when it is first
+--                granted or quarantined.
 -- NUL separates packed fields: it cannot occur in command-line arguments,
 -- host names or anything else leasectl takes from argv.
 --
@@ -32,7 +35,9 @@
 -- q/qr/qb/qc quarantine since (us)/reason/by/crashes, o/oe/og/od/or/ow/ot/of
 -- last outcome result/exit code/signal/duration (ns)/reason/worker/token/
 -- finished (us), ab the last holder that gave up on its grant, rt the
--- current holder's last renewal round trip (us), as it reported it.
+-- current holder's last renewal round trip (us), as it reported it,
+-- sp/sb/sr/sa an operator's stop request: the token of the run it is for,
+-- by, reason, when (us).
 
 local SEP = '\0'
 
@@ -80,13 +85,15 @@ end
 -- by name: legal on Redis Cluster, since they share the shard's slot.
 local function job_keys(prefix, job)
   local j = prefix .. job .. ':'
-  return {e = j .. 'e', r = j .. 'r', h = j .. 'h', n = j .. 'n', idx = KEYS[1], qs = KEYS[2]}
+  return {e = j .. 'e', r = j .. 'r', h = j .. 'h', n = j .. 'n', idx = KEYS[1], qs = KEYS[2], jobs = KEYS[3]}
 end
 
 -- declared_keys names the keys of a per-job script, whose KEYS are
--- evidence, record, history, index, quarantine set (in that order).
+-- evidence, record, history, index, quarantine set, known jobs (in that
+-- order).
 local function declared_keys(prefix, job)
-  return {e = KEYS[1], r = KEYS[2], h = KEYS[3], n = prefix .. job .. ':n', idx = KEYS[4], qs = KEYS[5]}
+  return {e = KEYS[1], r = KEYS[2], h = KEYS[3], n = prefix .. job .. ':n', idx = KEYS[4], qs = KEYS[5],
+    jobs = KEYS[6]}
 end
 
 -- liveness reports whether job's liveness is live at now, and its index
@@ -140,6 +147,7 @@ local function quarantine(k, job, now, by, reason, worker, token)
   end
   redis.call('HSET', k.r, 'qr', reason, 'qb', by, 'qc', crashes)
   redis.call('SADD', k.qs, job)
+  redis.call('ZADD', k.jobs, 0, job)
   event(k, now, 'q', worker, token, 'by ' .. by .. ': ' .. reason)
 end
 
