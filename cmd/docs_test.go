@@ -229,7 +229,9 @@ func TestHelpShowsDefaultsAsTheyApply(t *testing.T) {
 	t.Setenv("LEASECTL_STORE", "redis://:help-s3cret@redis.internal:6379/0")
 	for args, want := range map[string]string{
 		"--help":            `(default "redis://:xxxxx@redis.internal:6379/0")`,
-		"run --help":        "how long a crashed run's evidence is kept (default 1h)",
+		"run --help":        "how long a crashed run's evidence is kept (default max(1h, 2×--ttl))",
+		"run --help ":       "renewal period (default --ttl/3)",
+		" run --help":       "SIGKILL the child this much later (default min(10s, --ttl))",
 		"scan --help":       "time between scans with --watch (default 10s)",
 		"quarantine --help": `(default "redis://:xxxxx@redis.internal:6379/0")`,
 	} {
