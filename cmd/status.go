@@ -20,8 +20,8 @@ const onCallTimeout = 15 * time.Second
 // writes its results.
 const outputHelp = `
 Output: a table on a terminal; when piped, one tab-separated line per row
-with no header, RFC 3339 times and Go durations (cut -f and awk -F'\t'
-friendly); --json prints the documented schema (snake_case keys, RFC 3339
+with no header and no trailing empty field, RFC 3339 times and Go durations
+(cut -f and awk -F'\t' friendly); --json prints the documented schema (snake_case keys, RFC 3339
 times, durations in milliseconds in keys ending in _ms), [] when empty.
 An empty result says so in one line, on stderr when piped.`
 
