@@ -3,6 +3,8 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -39,14 +41,39 @@ func TestExitCodeOfStoreRefusals(t *testing.T) {
 	}
 }
 
-// TestRunHelpListsItsExitCodes: every exit code a run can end with, other
-// than its child's own, is in `run --help`, which is where a cron author
+// TestRunHelpListsItsExitCodes: every exit code the README's table for
+// `leasectl run` lists is in `run --help`, which is where a cron author
 // looks for them.
 func TestRunHelpListsItsExitCodes(t *testing.T) {
-	long := strings.Join(strings.Fields(NewCmdRun(NewFactory(), nil).Long), " ")
-	for _, code := range []int{exitUsage, exitUnavailable, exitHeld, exitQuarantined, exitDeadline, exitRegion, exitMaxRuntime, exitLeaseLost} {
-		if !strings.Contains(long, fmt.Sprintf(" %d ", code)) {
-			t.Errorf("run --help does not list exit %d", code)
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(readme), "\n### Exit codes\n")
+	if !ok {
+		t.Fatal("README.md has no Exit codes section")
+	}
+	table, _, _ = strings.Cut(table, "\n\n### ")
+	codes := regexp.MustCompile(`(?m)^\| ([^|]*\d[^|]*) \|`).FindAllStringSubmatch(table, -1)
+	if len(codes) < 10 {
+		t.Fatalf("found %d rows with codes in the README's exit code table", len(codes))
+	}
+	long := " " + strings.Join(strings.Fields(NewCmdRun(NewFactory(), nil).Long), " ") + " "
+	for _, row := range codes {
+		for _, code := range regexp.MustCompile(`\d+`).FindAllString(row[1], -1) {
+			if !regexp.MustCompile(`[ /]` + code + `[ /,;.]`).MatchString(long) {
+				t.Errorf("run --help does not list exit %s, which the README lists", code)
+			}
 		}
+	}
+}
+
+// TestVersionFlagAndCommandAgree: `leasectl --version` and `leasectl
+// version` print the same line.
+func TestVersionFlagAndCommandAgree(t *testing.T) {
+	cmdOut, _, code := releaseRun(t, "version")
+	flagOut, _, flagCode := releaseRun(t, "--version")
+	if code != 0 || flagCode != 0 || cmdOut != flagOut || !strings.HasPrefix(cmdOut, "leasectl ") {
+		t.Errorf("version: exit %d %q; --version: exit %d %q; want the same line", code, cmdOut, flagCode, flagOut)
 	}
 }

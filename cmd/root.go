@@ -134,6 +134,7 @@ with --store redis://host:6379 for many hosts.`,
 		SilenceErrors: true,
 		Version:       version,
 	}
+	root.SetVersionTemplate(versionLine() + "\n")
 	g := f.Globals
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Store, "store", envOr("LEASECTL_STORE", ""), "store URL: redis://[user:pass@]host:port[/db], rediss:// (TLS), redis+cluster://, etcd://host:2379[,host2:2379], postgres://[user@]host[:port]/db[?sslmode=...], https://registry:port (leasectl serve, with $LEASECTL_TOKEN), or file:///dir; default: the embedded store in $XDG_STATE_HOME/leasectl [$LEASECTL_STORE]")

@@ -56,11 +56,13 @@ LEASECTL_STORE (password included) and LEASECTL_NAMESPACE, so that
 Timing rules: --heartbeat ≤ --ttl/3; --heartbeat < --safety < --ttl;
 --grace ≤ --ttl; --evidence-ttl > --ttl + 1m; --max-crashes ≥ 2.
 
-Exit codes: CMD's own (128+N if it died of signal N); 64 usage; 69 store
-unavailable; 75 held elsewhere (--conflict-exit-code); 76 quarantined;
-77 --ttl-deadline passed; 78 the job belongs to another region (--region);
-124 --max-runtime passed; 125 lease lost, CMD killed; 126/127 CMD not
-executable / not found. A --min-interval skip exits 0.`,
+Exit codes: CMD's own (128+N if it died of signal N); 0 also for a
+--min-interval skip; 64 usage; 69 store unavailable; 75 held elsewhere
+(--conflict-exit-code); 76 quarantined; 77 --ttl-deadline passed; 78 the
+job belongs to another region (--region); 124 --max-runtime passed; 125
+lease lost, CMD killed; 126/127 CMD not executable / not found; 130/143
+SIGINT/SIGTERM while waiting for the lease or before CMD started; 1
+leasectl itself failed (it could not start its watchdog).`,
 		Example: `  # Run once at a time across every host sharing the store:
   leasectl run --job hello -- echo hello
 
