@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasectl/leasectl/internal/testenv"
+	"github.com/leasectl/leasectl/leasestore/httpstore"
 )
 
 // readmeOnCall returns the rows of the README's on-call table: the command
@@ -85,6 +87,9 @@ func TestOnCallDocsMatchBehaviour(t *testing.T) {
 		store *stubStore
 	}
 	down := func() *stubStore { return &stubStore{err: unavailable} }
+	forbidden := func() *stubStore {
+		return &stubStore{err: &httpstore.AuthError{Registry: "https://registry", Status: http.StatusForbidden, Role: "worker", Required: "operator"}}
+	}
 	scenarios := map[string][]scenario{
 		"leasectl ls": {{[]string{"ls"}, sampleStore()}, {[]string{"ls"}, &stubStore{}}, {[]string{"ls"}, down()}},
 		"leasectl status JOB": {{[]string{"status", "nightly-report"}, sampleStore()}, {[]string{"status", "never-seen"}, sampleStore()},
@@ -94,9 +99,10 @@ func TestOnCallDocsMatchBehaviour(t *testing.T) {
 		"leasectl quarantine show JOB": {{[]string{"quarantine", "show", "billing-sync"}, sampleStore()},
 			{[]string{"quarantine", "show", "nightly-report"}, sampleStore()}, {[]string{"quarantine", "show", "j"}, down()}},
 		"leasectl quarantine release JOB [--reason TEXT]": {{[]string{"quarantine", "release", "billing-sync"}, sampleStore()},
-			{[]string{"quarantine", "release", "nightly-report"}, sampleStore()}, {[]string{"quarantine", "release", "j"}, down()}},
+			{[]string{"quarantine", "release", "nightly-report"}, sampleStore()}, {[]string{"quarantine", "release", "j"}, down()},
+			{[]string{"quarantine", "release", "j"}, forbidden()}},
 		"leasectl quarantine add JOB --reason TEXT": {{[]string{"quarantine", "add", "j", "--reason", "r"}, sampleStore()},
-			{[]string{"quarantine", "add", "j", "--reason", "r"}, down()}},
+			{[]string{"quarantine", "add", "j", "--reason", "r"}, down()}, {[]string{"quarantine", "add", "j", "--reason", "r"}, forbidden()}},
 		"leasectl token check --job ID --token N": {{[]string{"token", "check", "--job", "nightly-report", "--token", "1772331247000001"}, sampleStore()},
 			{[]string{"token", "check", "--job", "nightly-report", "--token", "1"}, sampleStore()},
 			{[]string{"token", "check", "--job", "j", "--token", "1"}, down()}},

@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/httpstore"
 )
 
 // TestExitCodeOfStoreRefusals is the exit-code table of docs/design.md §3 for
@@ -28,6 +30,8 @@ func TestExitCodeOfStoreRefusals(t *testing.T) {
 		{"invalid job ID", &leasestore.InvalidJobIDError{ID: "a b"}, exitUsage},
 		{"a field the store refused", &leasestore.RequestError{Op: "acquire", Field: "worker_id", Reason: "it holds a control character"}, exitUsage},
 		{"another namespace", &leasestore.NamespaceError{Namespace: "b", Reason: "the registry serves namespace \"a\""}, exitUsage},
+		{"a role the registry refuses", &httpstore.AuthError{Registry: "https://r", Status: http.StatusForbidden, Role: "worker", Required: "operator"}, exitForbidden},
+		{"a token the registry does not know", &leasestore.UnavailableError{Op: "acquire", Err: &httpstore.AuthError{Registry: "https://r", Status: http.StatusUnauthorized}}, exitUnavailable},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

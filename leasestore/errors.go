@@ -18,6 +18,10 @@ var (
 	// ErrNotQuarantined means ReleaseQuarantine found the job not
 	// quarantined.
 	ErrNotQuarantined = errors.New("leasestore: job is not quarantined")
+	// ErrForbidden means the store refused the operation to the caller's
+	// credentials (a registry's token whose role may not do it): another
+	// credential would be let in, retrying would not.
+	ErrForbidden = errors.New("leasestore: operation forbidden to the caller's role")
 )
 
 // HeldError is returned by Acquire when another worker holds the lease.
