@@ -141,7 +141,7 @@ with --store redis://host:6379 for many hosts.`,
 	pf.StringVar(&g.Namespace, "namespace", envOr("LEASECTL_NAMESPACE", "leasectl"), "namespace of the store's keys, to share one store between teams [$LEASECTL_NAMESPACE]")
 	pf.StringVar(&g.LogLevel, "log-level", envOr("LEASECTL_LOG_LEVEL", defaultLogLevel), "log level: trace, debug, info, warn, error [$LEASECTL_LOG_LEVEL]")
 	pf.CountVarP(&g.Verbose, "verbose", "v", "log more: -v the run's lifecycle (info), -vv details (debug)")
-	pf.StringVar(&g.LogFormat, "log-format", envOr("LEASECTL_LOG_FORMAT", "auto"), "log format: auto (console on a terminal, else json), console, json [$LEASECTL_LOG_FORMAT]")
+	pf.StringVar(&g.LogFormat, "log-format", envOr("LEASECTL_LOG_FORMAT", "auto"), "log format: auto (console, in colour on a terminal), console, json [$LEASECTL_LOG_FORMAT]")
 	root.SetFlagErrorFunc(flagError)
 	completeGlobalFlags(root)
 
