@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -32,15 +31,7 @@ func cronEnv(t *testing.T) []string {
 // lines under it.
 func readmeCronMail(t *testing.T) map[string][]string {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(readme), "<!-- cron-mail -->\n```text\n")
-	if !ok {
-		t.Fatal("README.md has no cron-mail block")
-	}
-	block, _, _ = strings.Cut(block, "```\n<!-- /cron-mail -->")
+	block := between(t, "../README.md", "<!-- cron-mail -->\n```text\n", "```\n<!-- /cron-mail -->")
 	cases := map[string][]string{}
 	var name string
 	for _, l := range strings.Split(block, "\n") {

@@ -23,20 +23,28 @@ import (
 	"github.com/leasectl/leasectl/leasestore/httpstore"
 )
 
+// between returns file's text after start, up to end (or the end of the
+// file), failing t when file lacks start.
+func between(t *testing.T, file, start, end string) string {
+	t.Helper()
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(text), start)
+	if !ok {
+		t.Fatalf("%s has no %q", file, strings.TrimSpace(start))
+	}
+	rest, _, _ = strings.Cut(rest, end)
+	return rest
+}
+
 // readmeOnCall returns the rows of the README's on-call table: the command
 // as written (its first backquoted words) and the exit statuses the row
 // documents.
 func readmeOnCall(t *testing.T) map[string][]int {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n## On-call\n")
-	if !ok {
-		t.Fatal("README.md has no On-call section")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := between(t, "../README.md", "\n## On-call\n", "\n## ")
 	row := regexp.MustCompile("(?m)^\\| `(leasectl [^`]*)` \\|.*\\| ([^|]*) \\|$")
 	code := regexp.MustCompile(`\b\d{1,3}\b`)
 	rows := map[string][]int{}

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -15,15 +14,7 @@ import (
 // block between <!-- etcd-auth --> markers, without its indentation.
 func etcdRecipe(t *testing.T, file string) string {
 	t.Helper()
-	text, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, block, ok := strings.Cut(string(text), "<!-- etcd-auth -->\n")
-	if !ok {
-		t.Fatalf("%s has no etcd-auth block", file)
-	}
-	block, _, _ = strings.Cut(block, "<!-- /etcd-auth -->")
+	block := between(t, file, "<!-- etcd-auth -->\n", "<!-- /etcd-auth -->")
 	var sh []string
 	for _, l := range strings.Split(block, "\n") {
 		if l = strings.TrimSpace(l); !strings.HasPrefix(l, "```") {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -49,15 +48,7 @@ func TestExitCodeOfStoreRefusals(t *testing.T) {
 // `leasectl run` lists is in `run --help`, which is where a cron author
 // looks for them.
 func TestRunHelpListsItsExitCodes(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, table, ok := strings.Cut(string(readme), "\n### Exit codes\n")
-	if !ok {
-		t.Fatal("README.md has no Exit codes section")
-	}
-	table, _, _ = strings.Cut(table, "\n\n### ")
+	table := between(t, "../README.md", "\n### Exit codes\n", "\n\n### ")
 	codes := regexp.MustCompile(`(?m)^\| ([^|]*\d[^|]*) \|`).FindAllStringSubmatch(table, -1)
 	if len(codes) < 10 {
 		t.Fatalf("found %d rows with codes in the README's exit code table", len(codes))
