@@ -132,9 +132,12 @@ with --store redis://host:6379 for many hosts.`,
   leasectl quarantine list`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		// cobra's own --version line, "leasectl version VERSION": `leasectl
+		// version` prints the same (versionLine). No SetVersionTemplate: a
+		// template links text/template's reflection, which keeps every
+		// exported method in the binary.
+		Version: versionDetail(),
 	}
-	root.SetVersionTemplate(versionLine() + "\n")
 	g := f.Globals
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.Store, "store", envOr("LEASECTL_STORE", ""), "store URL: redis://[user:pass@]host:port[/db], rediss:// (TLS), redis+cluster://, etcd://host:2379[,host2:2379], postgres://[user@]host[:port]/db[?sslmode=...], https://registry:port (leasectl serve, with $LEASECTL_TOKEN), or file:///dir; default: the embedded store in $XDG_STATE_HOME/leasectl [$LEASECTL_STORE]")

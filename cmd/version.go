@@ -21,6 +21,7 @@ func NewCmdVersion(f *Factory) *cobra.Command {
 }
 
 // versionLine is what `leasectl version` and `leasectl --version` print.
-func versionLine() string {
-	return fmt.Sprintf("leasectl %s (commit %s, built %s)", version, commit, date)
-}
+func versionLine() string { return "leasectl version " + versionDetail() }
+
+// versionDetail is the version, commit and build date.
+func versionDetail() string { return fmt.Sprintf("%s (commit %s, built %s)", version, commit, date) }
