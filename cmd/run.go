@@ -59,11 +59,11 @@ Timing rules: --heartbeat ≤ --ttl/3; --heartbeat < --safety < --ttl;
 Exit codes: CMD's own (128+N if it died of signal N); 0 also for a
 --min-interval skip; 64 usage; 69 store unavailable; 75 held elsewhere
 (--conflict-exit-code); 76 quarantined; 77 --ttl-deadline passed; 78 the
-job belongs to another region (--region); 79 a registry refused it to
-the token's role; 124 --max-runtime passed; 125
-lease lost, CMD killed; 126/127 CMD not executable / not found; 130/143
-SIGINT/SIGTERM while waiting for the lease or before CMD started; 1
-leasectl itself failed (it could not start its watchdog).`,
+job belongs to another region (--region); 79 a registry refused it to the
+token's role; 124 --max-runtime passed; 125 lease lost, CMD killed;
+126/127 CMD not executable / not found; 130/143 SIGINT/SIGTERM while
+waiting for the lease or before CMD started; 1 leasectl itself failed (it
+could not start its watchdog).`,
 		Example: `  # Run once at a time across every host sharing the store:
   leasectl run --job hello -- echo hello
 
@@ -161,7 +161,7 @@ func defaultHint(err error, fl *pflag.FlagSet) error {
 		if f == nil || f.Changed {
 			continue
 		}
-		return fmt.Errorf("%w (%s was not given: its default is %s); add %s", err, name, f.DefValue, name)
+		return fmt.Errorf("%w; %s was not given (default %s): add %s", err, name, f.DefValue, name)
 	}
 	return err
 }
