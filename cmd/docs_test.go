@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,22 +20,31 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/leasectl/leasectl/internal/testenv"
+	"github.com/leasectl/leasectl/leasestore/httpstore"
 )
+
+// between returns file's text after start, up to end (or the end of the
+// file), failing t when file lacks start.
+func between(t *testing.T, file, start, end string) string {
+	t.Helper()
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(text), start)
+	if !ok {
+		t.Fatalf("%s has no %q", file, strings.TrimSpace(start))
+	}
+	rest, _, _ = strings.Cut(rest, end)
+	return rest
+}
 
 // readmeOnCall returns the rows of the README's on-call table: the command
 // as written (its first backquoted words) and the exit statuses the row
 // documents.
 func readmeOnCall(t *testing.T) map[string][]int {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n## On-call\n")
-	if !ok {
-		t.Fatal("README.md has no On-call section")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := between(t, "../README.md", "\n## On-call\n", "\n## ")
 	row := regexp.MustCompile("(?m)^\\| `(leasectl [^`]*)` \\|.*\\| ([^|]*) \\|$")
 	code := regexp.MustCompile(`\b\d{1,3}\b`)
 	rows := map[string][]int{}
@@ -85,6 +95,9 @@ func TestOnCallDocsMatchBehaviour(t *testing.T) {
 		store *stubStore
 	}
 	down := func() *stubStore { return &stubStore{err: unavailable} }
+	forbidden := func() *stubStore {
+		return &stubStore{err: &httpstore.AuthError{Registry: "https://registry", Status: http.StatusForbidden, Role: "worker", Required: "operator"}}
+	}
 	scenarios := map[string][]scenario{
 		"leasectl ls": {{[]string{"ls"}, sampleStore()}, {[]string{"ls"}, &stubStore{}}, {[]string{"ls"}, down()}},
 		"leasectl status JOB": {{[]string{"status", "nightly-report"}, sampleStore()}, {[]string{"status", "never-seen"}, sampleStore()},
@@ -94,11 +107,13 @@ func TestOnCallDocsMatchBehaviour(t *testing.T) {
 		"leasectl quarantine show JOB": {{[]string{"quarantine", "show", "billing-sync"}, sampleStore()},
 			{[]string{"quarantine", "show", "nightly-report"}, sampleStore()}, {[]string{"quarantine", "show", "j"}, down()}},
 		"leasectl quarantine release JOB [--reason TEXT]": {{[]string{"quarantine", "release", "billing-sync"}, sampleStore()},
-			{[]string{"quarantine", "release", "nightly-report"}, sampleStore()}, {[]string{"quarantine", "release", "j"}, down()}},
+			{[]string{"quarantine", "release", "nightly-report"}, sampleStore()}, {[]string{"quarantine", "release", "j"}, down()},
+			{[]string{"quarantine", "release", "j"}, forbidden()}},
 		"leasectl quarantine add JOB --reason TEXT": {{[]string{"quarantine", "add", "j", "--reason", "r"}, sampleStore()},
-			{[]string{"quarantine", "add", "j", "--reason", "r"}, down()}},
+			{[]string{"quarantine", "add", "j", "--reason", "r"}, down()}, {[]string{"quarantine", "add", "j", "--reason", "r"}, forbidden()}},
 		"leasectl stop JOB --reason TEXT": {{[]string{"stop", "nightly-report", "--reason", "r"}, sampleStore()},
-			{[]string{"stop", "billing-sync", "--reason", "r"}, sampleStore()}, {[]string{"stop", "j", "--reason", "r"}, down()}},
+			{[]string{"stop", "billing-sync", "--reason", "r"}, sampleStore()}, {[]string{"stop", "j", "--reason", "r"}, down()},
+			{[]string{"stop", "j", "--reason", "r"}, forbidden()}},
 		"leasectl token check --job ID --token N": {{[]string{"token", "check", "--job", "nightly-report", "--token", "1772331247000001"}, sampleStore()},
 			{[]string{"token", "check", "--job", "nightly-report", "--token", "1"}, sampleStore()},
 			{[]string{"token", "check", "--job", "j", "--token", "1"}, down()}},
@@ -231,7 +246,9 @@ func TestHelpShowsDefaultsAsTheyApply(t *testing.T) {
 	t.Setenv("LEASECTL_STORE", "redis://:help-s3cret@redis.internal:6379/0")
 	for args, want := range map[string]string{
 		"--help":            `(default "redis://:xxxxx@redis.internal:6379/0")`,
-		"run --help":        "how long a crashed run's evidence is kept (default 1h)",
+		"run --help":        "how long a crashed run's evidence is kept (default max(1h, 2×--ttl))",
+		"run --help ":       "renewal period (default --ttl/3)",
+		" run --help":       "SIGKILL the child this much later (default min(10s, --ttl))",
 		"scan --help":       "time between scans with --watch (default 10s)",
 		"quarantine --help": `(default "redis://:xxxxx@redis.internal:6379/0")`,
 	} {

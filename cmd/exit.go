@@ -20,6 +20,7 @@ const (
 	exitQuarantined = 76  // the job is quarantined
 	exitDeadline    = 77  // the job's ttl_deadline passed: it is no longer retried (seed 002)
 	exitRegion      = 78  // the job belongs to another region than the worker's (seed 002)
+	exitForbidden   = 79  // the store refused the operation to the credentials' role (a registry's 403)
 	exitMaxRuntime  = 124 // --max-runtime passed (like timeout(1))
 	exitStopped     = 80  // an operator stopped the run (leasectl stop)
 	exitLeaseLost   = 125 // the lease was lost; the child was killed
@@ -76,6 +77,8 @@ func exitCode(err error) int {
 		return exitDeadline
 	case errors.As(err, &rErr):
 		return exitRegion
+	case errors.Is(err, leasestore.ErrForbidden):
+		return exitForbidden
 	case errors.Is(err, leasestore.ErrUnavailable):
 		return exitUnavailable
 	case isCobraUsage(err):

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,17 +24,15 @@ const (
 	formatConsole = "console"
 )
 
-// logFormat resolves --log-format: auto is console when stderr is a
-// terminal, JSON otherwise.
+// logFormat resolves --log-format: auto is the console format, in colour
+// only on a terminal. JSON is for those who ask: cron mails stderr, and a
+// person reads it.
 func (f *Factory) logFormat() (string, error) {
 	switch f.Globals.LogFormat {
 	case formatJSON, formatConsole:
 		return f.Globals.LogFormat, nil
 	case "auto":
-		if f.IO.StderrTTY {
-			return formatConsole, nil
-		}
-		return formatJSON, nil
+		return formatConsole, nil
 	default:
 		return "", usageError(fmt.Errorf("invalid --log-format %q: use auto, console or json", f.Globals.LogFormat))
 	}
@@ -72,15 +71,17 @@ func (f *Factory) loggerTo(w io.Writer) (zerolog.Logger, error) {
 
 // newLogger writes JSON lines, or in the console format human lines:
 // "leasectl: MESSAGE key=value ...", with the time in front at debug level
-// and below.
+// and below, durations with their unit and empty fields left out (see
+// consoleFields).
 func newLogger(w io.Writer, format string, color bool, level zerolog.Level) zerolog.Logger {
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	zerolog.DurationFieldUnit = time.Millisecond
 	if format == formatConsole {
 		cw := zerolog.ConsoleWriter{
 			Out: w, NoColor: !color, TimeFormat: "15:04:05.000",
-			PartsOrder:  []string{zerolog.TimestampFieldName, zerolog.LevelFieldName, zerolog.MessageFieldName},
-			FormatLevel: func(any) string { return "leasectl:" },
+			PartsOrder:    []string{zerolog.TimestampFieldName, zerolog.LevelFieldName, zerolog.MessageFieldName},
+			FormatLevel:   func(any) string { return "leasectl:" },
+			FormatPrepare: consoleFields,
 		}
 		if level > zerolog.DebugLevel {
 			cw.PartsExclude = []string{zerolog.TimestampFieldName}
@@ -88,6 +89,47 @@ func newLogger(w io.Writer, format string, color bool, level zerolog.Level) zero
 		w = cw
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+// durationFields are the fields logged with zerolog's Dur, which JSON
+// writes as milliseconds without a unit. TestDurationFieldsAreKnown keeps
+// the list whole.
+var durationFields = map[string]bool{
+	"duration": true, "max_runtime": true, "grace": true, "left": true, "expires_in": true,
+	"safety": true, "rtt": true, "margin": true, "heartbeat": true, "interval": true, "late_by": true,
+}
+
+// consoleFields readies a log record's fields for a person: a duration
+// gets its unit, rounded to three significant digits (4.28s, not
+// 4280.386); an empty field is left out, and so is a reason the message
+// already gives.
+func consoleFields(rec map[string]any) error {
+	msg, _ := rec[zerolog.MessageFieldName].(string)
+	for k, v := range rec {
+		switch {
+		case v == nil || v == "":
+			delete(rec, k)
+		case k == "reason" && msg != "" && strings.Contains(msg, fmt.Sprint(v)):
+			delete(rec, k)
+		case durationFields[k]:
+			if n, ok := v.(json.Number); ok {
+				if ms, err := n.Float64(); err == nil {
+					rec[k] = humanDuration(time.Duration(ms * float64(time.Millisecond)))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// humanDuration is d to three significant digits, or to the second from
+// 1000s on, without zero units: 4.28s, 200ms, 1m30s, 1h.
+func humanDuration(d time.Duration) string {
+	unit := time.Duration(1)
+	for unit < time.Second && d.Abs() >= 1000*unit {
+		unit *= 10
+	}
+	return compactDuration(d.Round(unit).String())
 }
 
 // lastWord says why leasectl exits with code, as one line on stderr: in

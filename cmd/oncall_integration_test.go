@@ -150,6 +150,19 @@ func TestOnCallAgainstRealStores(t *testing.T) {
 				}
 			})
 
+			t.Run("status says a job was never seen until the store knows it", func(t *testing.T) {
+				rs := newStore(t)
+				if out, errOut, code := rs.leasectl(t, "status", "nigthly"); code != exitFailure || out != "" || !strings.Contains(errOut, "never seen") {
+					t.Errorf("status of a job never run: exit %d, stdout %q, stderr %q; want 1 saying it was never seen", code, out, errOut)
+				}
+				if _, errOut, code := rs.leasectl(t, "quarantine", "add", "nigthly", "--reason", "before any run"); code != 0 {
+					t.Fatalf("quarantine add: exit %d, %s", code, errOut)
+				}
+				if out, errOut, code := rs.leasectl(t, "status", "nigthly"); code != 0 || !strings.Contains(out, "QUARANTINED") {
+					t.Errorf("status of a job quarantined before any run: exit %d, stdout %q, stderr %q; want 0 and QUARANTINED", code, out, errOut)
+				}
+			})
+
 			t.Run("status shows a crash the reaper counted as the last run", func(t *testing.T) {
 				rs := newStore(t)
 				s := rs.open(t)

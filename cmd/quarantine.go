@@ -192,7 +192,8 @@ Confirmation goes to stderr; --json prints
 {"job", "action": "released", "by", "reason", "at"} on stdout.
 
 Exit status: 0 released, 1 not quarantined, 64 for a bad job ID, 69 if the
-store is unreachable.`,
+store is unreachable, 79 if a registry refuses it to the token's role (it
+needs the operator role).`,
 		Example:           `  leasectl quarantine release nightly-report --reason "fixed the bad input file (INC-1234)"`,
 		Args:              jobArg(opts),
 		ValidArgsFunction: completeOneJob(f, quarantinedJobs),
@@ -241,7 +242,8 @@ Confirmation goes to stderr; --json prints
 {"job", "action": "quarantined", "by", "reason", "at"} on stdout.
 
 Exit status: 0 quarantined, 64 for a bad job ID or a missing --reason, 69 if
-the store is unreachable.`,
+the store is unreachable, 79 if a registry refuses it to the token's role (it
+needs the operator role).`,
 		Example:           `  leasectl quarantine add billing-sync --reason "upstream API returns garbage (INC-1234)"`,
 		Args:              jobArg(opts),
 		ValidArgsFunction: completeOneJob(f, knownJobs),

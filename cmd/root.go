@@ -132,7 +132,11 @@ with --store redis://host:6379 for many hosts.`,
   leasectl quarantine list`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		// cobra's own --version line, "leasectl version VERSION": `leasectl
+		// version` prints the same (versionLine). No SetVersionTemplate: a
+		// template links text/template's reflection, which keeps every
+		// exported method in the binary.
+		Version: versionDetail(),
 	}
 	g := f.Globals
 	pf := root.PersistentFlags()
@@ -140,7 +144,7 @@ with --store redis://host:6379 for many hosts.`,
 	pf.StringVar(&g.Namespace, "namespace", envOr("LEASECTL_NAMESPACE", "leasectl"), "namespace of the store's keys, to share one store between teams [$LEASECTL_NAMESPACE]")
 	pf.StringVar(&g.LogLevel, "log-level", envOr("LEASECTL_LOG_LEVEL", defaultLogLevel), "log level: trace, debug, info, warn, error [$LEASECTL_LOG_LEVEL]")
 	pf.CountVarP(&g.Verbose, "verbose", "v", "log more: -v the run's lifecycle (info), -vv details (debug)")
-	pf.StringVar(&g.LogFormat, "log-format", envOr("LEASECTL_LOG_FORMAT", "auto"), "log format: auto (console on a terminal, else json), console, json [$LEASECTL_LOG_FORMAT]")
+	pf.StringVar(&g.LogFormat, "log-format", envOr("LEASECTL_LOG_FORMAT", "auto"), "log format: auto (console, in colour on a terminal), console, json [$LEASECTL_LOG_FORMAT]")
 	root.SetFlagErrorFunc(flagError)
 	completeGlobalFlags(root)
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -55,12 +56,15 @@ LEASECTL_STORE (password included) and LEASECTL_NAMESPACE, so that
 Timing rules: --heartbeat ≤ --ttl/3; --heartbeat < --safety < --ttl;
 --grace ≤ --ttl; --evidence-ttl > --ttl + 1m; --max-crashes ≥ 2.
 
-Exit codes: CMD's own (128+N if it died of signal N); 64 usage; 69 store
-unavailable; 75 held elsewhere (--conflict-exit-code); 76 quarantined;
-77 --ttl-deadline passed; 78 the job belongs to another region (--region);
-80 an operator stopped the run (leasectl stop); 124 --max-runtime passed;
-125 lease lost, CMD killed; 126/127 CMD not executable / not found. A
---min-interval skip exits 0.`,
+Exit codes: CMD's own (128+N if it died of signal N); 0 also for a
+--min-interval skip; 64 usage; 69 store unavailable; 75 held elsewhere
+(--conflict-exit-code); 76 quarantined; 77 --ttl-deadline passed; 78 the
+job belongs to another region (--region); 79 a registry refused it to the
+token's role; 80 an operator stopped the run (leasectl stop); 124
+--max-runtime passed; 125 lease lost, CMD killed; 126/127 CMD not
+executable / not found; 130/143 SIGINT/SIGTERM while waiting for the lease
+or before CMD started; 1 leasectl itself failed (it could not start its
+watchdog).`,
 		Example: `  # Run once at a time across every host sharing the store:
   leasectl run --job hello -- echo hello
 
@@ -94,7 +98,7 @@ unavailable; 75 held elsewhere (--conflict-exit-code); 76 quarantined;
 			}
 			c.SetDefaults()
 			if err := c.Validate(); err != nil {
-				return usageError(err)
+				return usageError(defaultHint(err, cmd.Flags()))
 			}
 			if runF != nil {
 				return runF(opts)
@@ -105,22 +109,62 @@ unavailable; 75 held elsewhere (--conflict-exit-code); 76 quarantined;
 	fl := cmd.Flags()
 	fl.StringVar(&c.Job, "job", "", "job ID: 1-200 bytes of A-Z a-z 0-9 . _ - : / @ + = (required)")
 	fl.DurationVar(&c.TTL, "ttl", supervise.DefaultTTL, "lease TTL: how long the lease outlives the last renewal")
-	fl.DurationVar(&c.Heartbeat, "heartbeat", 0, "renewal period (default --ttl/3)")
-	fl.DurationVar(&c.Safety, "safety", 0, "kill the child this long after the last confirmed renewal was sent (default --ttl/2)")
-	fl.DurationVar(&c.EvidenceTTL, "evidence-ttl", supervise.DefaultEvidenceTTL, "how long a crashed run's evidence is kept")
+	fl.DurationVar(&c.Heartbeat, "heartbeat", 0, "renewal period")
+	fl.DurationVar(&c.Safety, "safety", 0, "kill the child this long after the last confirmed renewal was sent")
+	fl.DurationVar(&c.EvidenceTTL, "evidence-ttl", 0, "how long a crashed run's evidence is kept")
 	fl.IntVar(&c.MaxCrashes, "max-crashes", supervise.DefaultMaxCrashes, "consecutive crashes that quarantine the job")
 	fl.BoolVar(&c.Wait, "wait", false, "wait for the lease instead of exiting 75 when it is held (store failures while waiting are retried)")
 	fl.DurationVar(&c.WaitTimeout, "wait-timeout", 0, "give up waiting after this long (implies --wait)")
-	fl.DurationVar(&c.Grace, "grace", 0, "after SIGINT/SIGTERM (or --max-runtime), SIGKILL the child this much later (default min(10s, --ttl))")
+	fl.DurationVar(&c.Grace, "grace", 0, "after SIGINT/SIGTERM (or --max-runtime), SIGKILL the child this much later")
 	fl.DurationVar(&c.MaxRuntime, "max-runtime", 0, "stop the child after this long (exit 124)")
 	fl.StringVar(&c.WorkerID, "worker-id", "", "this run's worker ID (default host:pid:random)")
 	fl.IntVar(&opts.ConflictExitCode, "conflict-exit-code", exitHeld, "exit code when the lease is held elsewhere (0: a quiet skip, like flock -E 0)")
 	fl.DurationVar(&c.MinInterval, "min-interval", 0, "skip (exit 0) if the job last succeeded less than this long ago")
 	fl.StringVar(&c.Region, "region", "", "this worker's region: a job first granted in a region is refused to workers of others (exit 78); default: a registry URL's ?region=, else any")
 	fl.Var(timestampFlag{&c.Deadline}, "ttl-deadline", "the job's hard deadline, an RFC 3339 time: past it by the store's clock (on etcd, the acquiring host's) the job is refused for good (exit 77), also while --wait waits")
+	for name, rule := range ttlDerived {
+		fl.Lookup(name).DefValue = rule
+	}
 	_ = cmd.MarkFlagRequired("job")
 	_ = cmd.RegisterFlagCompletionFunc("job", completeJobs(f, knownJobs))
 	return cmd
+}
+
+// ttlDerived are the defaults of run's flags that follow --ttl, as help,
+// man pages and messages write them (supervise.Config.SetDefaults applies
+// them).
+var ttlDerived = map[string]string{
+	"heartbeat":    "--ttl/3",
+	"safety":       "--ttl/2",
+	"grace":        "min(10s, --ttl)",
+	"evidence-ttl": "max(1h, 2×--ttl)",
+}
+
+// defaultHint adds to a timing rule broken by a flag the user gave and a
+// default they did not, the flag to add: with --safety 2s alone, the
+// default --heartbeat (--ttl/3, 10s) is what is too long.
+func defaultHint(err error, fl *pflag.FlagSet) error {
+	var ce *supervise.ConfigError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	given := 0
+	for _, name := range ce.Flags {
+		if fl.Changed(strings.TrimPrefix(name, "--")) {
+			given++
+		}
+	}
+	if given == 0 {
+		return err
+	}
+	for _, name := range ce.Flags {
+		f := fl.Lookup(strings.TrimPrefix(name, "--"))
+		if f == nil || f.Changed {
+			continue
+		}
+		return fmt.Errorf("%w; %s was not given (default %s): add %s", err, name, f.DefValue, name)
+	}
+	return err
 }
 
 // positiveDurations refuses a duration flag set to zero or less.

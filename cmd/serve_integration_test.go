@@ -371,8 +371,8 @@ func TestRunSurvivesARegistryRestart(t *testing.T) {
 }
 
 // A wrong token is refused with exit 69 and one line naming
-// authentication; a worker's token may not quarantine (a line naming the
-// role); a reader's may read.
+// authentication; a worker's token may not quarantine (exit 79, a line
+// naming the role needed); a reader's may read.
 func TestRegistryTokensAndRoles(t *testing.T) {
 	rs := newRegistrySetup(t)
 	reg := rs.serve(t, "127.0.0.1:0")
@@ -389,8 +389,8 @@ func TestRegistryTokensAndRoles(t *testing.T) {
 		t.Errorf("status without a token: exit %d\n%s\nwant 69 naming LEASECTL_TOKEN", code, out)
 	}
 	code, out = runExit(t, rs.leasectl(reg.url, registrytest.WorkerToken, "quarantine", "add", "j", "--reason", "bad input"))
-	if code != exitUnavailable || !strings.Contains(out, "role worker") || !strings.Contains(out, "operator") {
-		t.Errorf("quarantine add with a worker's token: exit %d\n%s\nwant 69 and a line naming the role", code, out)
+	if code != exitForbidden || !strings.Contains(out, "role worker") || !strings.Contains(out, "needs the operator role") || strings.Count(strings.TrimSpace(out), "\n") != 0 {
+		t.Errorf("quarantine add with a worker's token: exit %d\n%s\nwant 79 and one line naming the role needed", code, out)
 	}
 	if code, out := runExit(t, rs.leasectl(reg.url, registrytest.OperatorToken, "quarantine", "add", "j", "--reason", "bad input")); code != 0 {
 		t.Errorf("quarantine add with an operator's token: exit %d\n%s", code, out)
@@ -653,7 +653,7 @@ func TestReadmeRegistry(t *testing.T) {
 		log, _ := os.ReadFile(filepath.Join(dir, "registry.log"))
 		t.Fatalf("the registry demo failed: %v\n%s\nregistry log:\n%s", err, out, log)
 	}
-	for _, want := range []string{", through the registry", "state", "role worker", "refused: exit 69", "quarantined: exit 76"} {
+	for _, want := range []string{", through the registry", "state", "role worker", "refused: exit 79", "quarantined: exit 76"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the registry demo's output lacks %q:\n%s", want, out)
 		}

@@ -20,8 +20,8 @@ const onCallTimeout = 15 * time.Second
 // writes its results.
 const outputHelp = `
 Output: a table on a terminal; when piped, one tab-separated line per row
-with no header, RFC 3339 times and Go durations (cut -f and awk -F'\t'
-friendly); --json prints the documented schema (snake_case keys, RFC 3339
+with no header and no trailing empty field, RFC 3339 times and Go durations
+(cut -f and awk -F'\t' friendly); --json prints the documented schema (snake_case keys, RFC 3339
 times, durations in milliseconds in keys ending in _ms), [] when empty.
 An empty result says so in one line, on stderr when piped.`
 
@@ -82,10 +82,12 @@ States:
                live lease (the next run or scan counts the crash)
   QUARANTINED  refused until an operator runs 'leasectl quarantine release'
 
-Ages are relative to the store's clock. A job the store never saw is IDLE.
+Ages are relative to the store's clock.
 ` + outputHelp + `
 
-Exit status: 0 whatever the state, 64 for a bad job ID, 69 if the store
+Exit status: 0 whatever the state, 1 if the store has no record of the job
+(no lease, token, history or quarantine: never run against this store, or
+a typo; one line on stderr says so), 64 for a bad job ID, 69 if the store
 is unreachable.`,
 		Example: `  leasectl status nightly-report
   leasectl status nightly-report --json | jq -r .state
@@ -109,6 +111,9 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 		st, err := s.Status(ctx, opts.Job)
 		if err != nil {
 			return fmt.Errorf("status of job %q: %w", opts.Job, err)
+		}
+		if inspect.NeverSeen(st) {
+			return exitWith(exitFailure, fmt.Errorf("job %q was never seen by this store: no lease, token, history or quarantine (a typo? leasectl ls lists the running jobs)", opts.Job))
 		}
 		return printer(opts.IO, opts.JSON, opts.Now()).Status(st)
 	})

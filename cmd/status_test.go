@@ -315,7 +315,7 @@ func TestNewCmdStatus(t *testing.T) {
 }
 
 func TestStatusOutput(t *testing.T) {
-	for _, job := range []string{"nightly-report", "etl:orders", "billing-sync", "never-seen"} {
+	for _, job := range []string{"nightly-report", "etl:orders", "billing-sync"} {
 		for _, m := range outputModes {
 			ios, out, errOut := testStreams(m.tty)
 			s := sampleStore()
@@ -328,6 +328,22 @@ func TestStatusOutput(t *testing.T) {
 			}
 			name := strings.NewReplacer(":", "-", "/", "-").Replace(job)
 			assertGolden(t, "status_"+name+"_"+m.name, out.String(), errOut.String())
+		}
+	}
+}
+
+// TestStatusOfAJobNeverSeen: a job the store has no record of (a typo)
+// exits 1 with one line on stderr saying so, and prints nothing on stdout,
+// in every output mode.
+func TestStatusOfAJobNeverSeen(t *testing.T) {
+	for _, m := range outputModes {
+		ios, out, _ := testStreams(m.tty)
+		err := statusRun(context.Background(), &StatusOptions{IO: ios, Now: fixedNow, OpenStore: opener(sampleStore()), Job: "never-seen", JSON: m.json})
+		if code, msg := exitCode(err), errorMessage(err); code != exitFailure || !strings.Contains(msg, `job "never-seen" was never seen by this store`) || strings.Contains(msg, "\n") {
+			t.Errorf("%s: exit %d, message %q; want 1 saying the job was never seen", m.name, code, msg)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%s: stdout %q, want nothing", m.name, out)
 		}
 	}
 }

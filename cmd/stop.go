@@ -33,7 +33,8 @@ Confirmation goes to stderr; --json prints
 {"job", "action": "stop-requested", "by", "reason", "at"} on stdout.
 
 Exit status: 0 asked, 1 not running, 64 for a bad job ID or a missing
---reason, 69 if the store is unreachable.`,
+--reason, 69 if the store is unreachable, 79 if a registry refuses it to the
+token's role (it needs the operator role).`,
 		Example:           `  leasectl stop nightly-report --reason "runaway query on the primary (INC-1236)"`,
 		Args:              jobArg(opts),
 		ValidArgsFunction: completeOneJob(f, leasedJobs),

@@ -5,6 +5,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/leasectl/leasectl/fence"
+	"github.com/leasectl/leasectl/leasestore"
 )
 
 func TestNewCmdTokenCheck(t *testing.T) {
@@ -74,5 +77,17 @@ func TestTokenCheckQuietWhenPiped(t *testing.T) {
 	var msg bytes.Buffer
 	if code := reportError(&msg, err); code != exitOK || out.Len()+errOut.Len()+msg.Len() != 0 {
 		t.Fatalf("exit %d, output %q %q %q; want 0 and silence for a script", code, out, errOut, msg.String())
+	}
+}
+
+// TestTokenAboveEveryGrantInOneWording: `token check` and the fence
+// package's middleware word a token above every grant the same way.
+func TestTokenAboveEveryGrantInOneWording(t *testing.T) {
+	check := (&leasestore.StaleTokenError{Job: "j", Token: 9, Current: 5, Live: true}).Error()
+	middleware := (&fence.StaleError{Job: "j", Token: 9, Newest: 5, Live: true}).Error()
+	for _, msg := range []string{check, middleware} {
+		if !strings.Contains(msg, "was never granted") || strings.Contains(msg, "stale") {
+			t.Errorf("%q: want it called never granted, not stale", msg)
+		}
 	}
 }

@@ -14,8 +14,14 @@ func NewCmdVersion(f *Factory) *cobra.Command {
 		Example: "  leasectl version",
 		Args:    noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(f.IO.Out, "leasectl %s (commit %s, built %s)\n", version, commit, date)
+			_, err := fmt.Fprintln(f.IO.Out, versionLine())
 			return err
 		},
 	}
 }
+
+// versionLine is what `leasectl version` and `leasectl --version` print.
+func versionLine() string { return "leasectl version " + versionDetail() }
+
+// versionDetail is the version, commit and build date.
+func versionDetail() string { return fmt.Sprintf("%s (commit %s, built %s)", version, commit, date) }

@@ -191,10 +191,16 @@ func newStyles(w io.Writer) styles {
 }
 
 // writeGrid writes g as a table on a terminal or as tab-separated lines.
+// A line of a list leaves out its trailing empty fields (an unknown round
+// trip), so that none ends in a tab; a key and its value stay two fields,
+// so that cut -f2 never prints the key.
 func (p *Printer) writeGrid(g grid) error {
 	if p.Format != FormatTable {
 		var b strings.Builder
 		for _, row := range g.rows {
+			for len(row) > 2 && row[len(row)-1].plain == "" {
+				row = row[:len(row)-1]
+			}
 			for i, c := range row {
 				if i > 0 {
 					b.WriteByte('\t')

@@ -21,6 +21,10 @@ var (
 	// ErrNotRunning means Stop found no live lease on the job: nothing
 	// runs to be stopped.
 	ErrNotRunning = errors.New("leasestore: job is not running")
+	// ErrForbidden means the store refused the operation to the caller's
+	// credentials (a registry's token whose role may not do it): another
+	// credential would be let in, retrying would not.
+	ErrForbidden = errors.New("leasestore: operation forbidden to the caller's role")
 )
 
 // HeldError is returned by Acquire when another worker holds the lease.
@@ -49,13 +53,17 @@ type QuarantinedError struct {
 func (e *QuarantinedError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job %q is quarantined since %s", e.Job, e.Since.UTC().Format(time.RFC3339))
+	after := ""
 	if e.Crashes > 0 {
-		fmt.Fprintf(&b, " after %d consecutive crashes", e.Crashes)
+		after = fmt.Sprintf("%d consecutive crashes", e.Crashes)
+		fmt.Fprintf(&b, " after %s", after)
 	}
 	if e.LastHolder != "" {
 		fmt.Fprintf(&b, " (last worker %s on %s)", e.LastHolder, e.LastHost)
 	}
-	if e.Reason != "" {
+	// The stores' own reason for an automatic quarantine is what "after"
+	// already said.
+	if e.Reason != "" && e.Reason != after {
 		fmt.Fprintf(&b, ": %s", e.Reason)
 	}
 	return b.String()
@@ -112,11 +120,14 @@ type StaleTokenError struct {
 	Live    bool  // whether the current token's lease is live
 }
 
-// Error says why the token may no longer be used.
+// Error says why the token may no longer be used, in the words of
+// fence.StaleError: a token above every grant was never granted.
 func (e *StaleTokenError) Error() string {
 	switch {
 	case e.Current == 0:
 		return fmt.Sprintf("token %d is stale: job %q has no token in the store", e.Token, e.Job)
+	case e.Token > e.Current:
+		return fmt.Sprintf("token %d was never granted: job %q is at token %d", e.Token, e.Job, e.Current)
 	case e.Token != e.Current:
 		return fmt.Sprintf("token %d is stale: job %q is at token %d", e.Token, e.Job, e.Current)
 	default:

@@ -69,6 +69,9 @@ func Open(ctx context.Context, rawURL, namespace string) (Store, error) {
 	openersMu.RLock()
 	open, ok := openers[u.Scheme]
 	openersMu.RUnlock()
+	if pkg := driverPackages[u.Scheme]; !ok && pkg != "" {
+		return nil, &URLError{URL: rawURL, Reason: fmt.Sprintf("no driver for %s:// is linked in: import _ %q", u.Scheme, pkg)}
+	}
 	if !ok {
 		reason := fmt.Sprintf("unknown scheme %q", u.Scheme)
 		if u.Scheme == "" {
@@ -76,7 +79,31 @@ func Open(ctx context.Context, rawURL, namespace string) (Store, error) {
 		}
 		return nil, &URLError{URL: rawURL, Reason: reason + " (use " + schemeList() + ")"}
 	}
-	return open(ctx, u, namespace)
+	s, err := open(ctx, u, namespace)
+	// A driver sees the parsed URL, which writes etcd:// back as etcd:;
+	// the user is shown what they typed.
+	var ue *URLError
+	if errors.As(err, &ue) && rawURL != "" {
+		ue.URL = rawURL
+	}
+	return s, err
+}
+
+// driverPackages are the packages of leasectl's own drivers by the URL
+// schemes they register, so that a program which linked none for a scheme
+// is told what to import.
+var driverPackages = map[string]string{
+	"file":           "github.com/leasectl/leasectl/leasestore/filestore",
+	"redis":          "github.com/leasectl/leasectl/leasestore/redisstore",
+	"rediss":         "github.com/leasectl/leasectl/leasestore/redisstore",
+	"redis+cluster":  "github.com/leasectl/leasectl/leasestore/redisstore",
+	"rediss+cluster": "github.com/leasectl/leasectl/leasestore/redisstore",
+	"etcd":           "github.com/leasectl/leasectl/leasestore/etcdstore",
+	"etcds":          "github.com/leasectl/leasectl/leasestore/etcdstore",
+	"postgres":       "github.com/leasectl/leasectl/leasestore/pgstore",
+	"postgresql":     "github.com/leasectl/leasectl/leasestore/pgstore",
+	"http":           "github.com/leasectl/leasectl/leasestore/httpstore",
+	"https":          "github.com/leasectl/leasectl/leasestore/httpstore",
 }
 
 // PercentHint tells how to write the characters a URL reserves when they

@@ -42,6 +42,8 @@ func TestOpenPicksTheDriverByScheme(t *testing.T) {
 func TestOpenRefusals(t *testing.T) {
 	tests := []struct{ raw, ns, want string }{
 		{"nope://u:s3cret@h", "ns", `unknown scheme "nope" (use file://, test://)`},
+		{"redis://u:s3cret@h:6379", "ns", `no driver for redis:// is linked in: import _ "github.com/leasectl/leasectl/leasestore/redisstore"`},
+		{"etcds://h:2379", "ns", `import _ "github.com/leasectl/leasectl/leasestore/etcdstore"`},
 		{"127.0.0.1:6379", "ns", "no scheme (use file://, test://)"},
 		{"localhost", "ns", "no scheme"},
 		{"test://u:s3cret@h/%zz", "ns", "%25 for a literal %"},

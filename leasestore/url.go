@@ -22,19 +22,54 @@ func (e *URLError) Error() string {
 // errors: the user information's password, and the value of every query
 // parameter whose name holds "password", "secret" or "token" (go-redis reads
 // ?password=, ?sentinel_password=). A string that does not parse as a URL
-// is replaced whole, since it may hold a password in a form we cannot pick
-// out.
+// (or has an @ it did not read as the end of a password) is shown as typed
+// but for what may be a password: everything between the user name and the
+// last @, and the values of secret-looking query parameters.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable URL>"
+	// An @ the parser did not take for the end of a user's password (one
+	// after a # or a / in it) may follow a piece of one.
+	if err != nil || u.User == nil && strings.Contains(raw, "@") {
+		return redactText(raw)
 	}
 	if q, err := url.ParseQuery(u.RawQuery); err != nil {
 		u.RawQuery = "<unparsable query>"
 	} else if redactQuery(q) {
 		u.RawQuery = q.Encode()
 	}
-	return u.Redacted()
+	s := u.Redacted()
+	// url.URL writes "etcd:" for "etcd://": keep the slashes typed.
+	if u.Scheme != "" && strings.HasPrefix(raw, u.Scheme+"://") && !strings.HasPrefix(s, u.Scheme+"://") {
+		s = u.Scheme + "://" + strings.TrimPrefix(s, u.Scheme+":")
+	}
+	return s
+}
+
+// redactText is Redact for a string url.Parse refused: what was typed,
+// with what may be a password masked, since the part it chokes on may be a
+// piece of one (an @ or : not percent-encoded).
+func redactText(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		scheme, rest = "", raw
+	} else {
+		scheme += "://"
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		if user, _, hasPassword := strings.Cut(rest[:at], ":"); hasPassword {
+			rest = user + ":xxxxx" + rest[at:]
+		}
+	}
+	if base, query, hasQuery := strings.Cut(rest, "?"); hasQuery {
+		params := strings.Split(query, "&")
+		for i, p := range params {
+			if name, _, hasValue := strings.Cut(p, "="); hasValue && secretName(name) {
+				params[i] = name + "=xxxxx"
+			}
+		}
+		rest = base + "?" + strings.Join(params, "&")
+	}
+	return scheme + rest
 }
 
 // redactQuery replaces the values of secret-looking parameters in q and
@@ -42,8 +77,7 @@ func Redact(raw string) string {
 func redactQuery(q url.Values) bool {
 	changed := false
 	for k, vs := range q {
-		name := strings.ToLower(k)
-		if !strings.Contains(name, "password") && !strings.Contains(name, "secret") && !strings.Contains(name, "token") {
+		if !secretName(k) {
 			continue
 		}
 		for i := range vs {
@@ -52,6 +86,13 @@ func redactQuery(q url.Values) bool {
 		changed = true
 	}
 	return changed
+}
+
+// secretName reports whether a query parameter's name says it holds a
+// secret.
+func secretName(name string) bool {
+	name = strings.ToLower(name)
+	return strings.Contains(name, "password") || strings.Contains(name, "secret") || strings.Contains(name, "token")
 }
 
 // URLSecrets are the passwords u carries, in its user information or in

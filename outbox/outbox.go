@@ -92,7 +92,8 @@ func (b *Box) names() ([]string, error) {
 
 // Deliver records each outcome in the outbox with store.RecordLate, in
 // the order they were put, and removes it once recorded. It stops at the
-// first the store fails to take (ErrUnavailable: it is down again), and
+// first the store fails to take (ErrUnavailable: it is down again;
+// ErrForbidden: the caller's role may not, another caller's may), and
 // returns that error; an outcome the store refuses for good (a value it
 // cannot hold) is logged and dropped. ctx bounds the whole delivery. Each
 // delivery is logged, with what it corrected.
@@ -129,7 +130,7 @@ func (b *Box) Deliver(ctx context.Context, store leasestore.LateRecorder, log ze
 		c, err := store.RecordLate(ctx, late)
 		l := log.With().Str("job", late.Job).Str("worker", late.Holder).Int64("token", late.Token).Logger()
 		switch {
-		case errors.Is(err, leasestore.ErrUnavailable) || ctx.Err() != nil:
+		case errors.Is(err, leasestore.ErrUnavailable) || errors.Is(err, leasestore.ErrForbidden) || ctx.Err() != nil:
 			return err
 		case err != nil:
 			l.Error().Err(err).Msg("the store refused a late outcome; dropping it")

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 
@@ -18,6 +19,14 @@ type down struct{}
 
 func (down) RecordLate(context.Context, leasestore.LateOutcome) (leasestore.Correction, error) {
 	return leasestore.Correction{}, &leasestore.UnavailableError{Op: "record late outcome", Err: errors.New("i/o timeout")}
+}
+
+// forbidden is a store that refuses every RecordLate to the caller's role,
+// as a registry does a token without the worker role.
+type forbidden struct{}
+
+func (forbidden) RecordLate(context.Context, leasestore.LateOutcome) (leasestore.Correction, error) {
+	return leasestore.Correction{}, fmt.Errorf("registry refused the request: %w", leasestore.ErrForbidden)
 }
 
 func TestPutKeepsUntilDelivered(t *testing.T) {
@@ -55,6 +64,13 @@ func TestPutKeepsUntilDelivered(t *testing.T) {
 	}
 	if !box.Pending() {
 		t.Fatal("an outcome the store did not take was dropped")
+	}
+	// A caller whose role may not record it leaves it for one who may.
+	if err := box.Deliver(storetest.Ctx(t), forbidden{}, zerolog.Nop()); !errors.Is(err, leasestore.ErrForbidden) {
+		t.Fatalf("Deliver with a role the store refuses = %v, want ErrForbidden", err)
+	}
+	if !box.Pending() {
+		t.Fatal("an outcome refused to the caller's role was dropped")
 	}
 	if err := box.Deliver(storetest.Ctx(t), store, zerolog.Nop()); err != nil {
 		t.Fatalf("Deliver: %v", err)

@@ -3,6 +3,7 @@ package supervise
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -15,7 +16,9 @@ const (
 	// next worker sooner.
 	DefaultTTL = 30 * time.Second
 	// DefaultEvidenceTTL keeps a crashed run's evidence long enough for a
-	// reaper that runs at least hourly to count it.
+	// reaper that runs at least hourly to count it. A TTL longer than half
+	// of it makes the default twice the TTL, so that --ttl alone never
+	// breaks the rule evidence-ttl > ttl + 1m.
 	DefaultEvidenceTTL = time.Hour
 	// DefaultMaxCrashes quarantines a job after three crashes in a row: one
 	// crash can be bad luck, three is a pattern worth a human's look.
@@ -48,7 +51,7 @@ type Config struct {
 	TTL         time.Duration // liveness TTL
 	Heartbeat   time.Duration // renewal period; default TTL/3
 	Safety      time.Duration // kill this long after the last confirmed renewal's send time; default TTL/2
-	EvidenceTTL time.Duration
+	EvidenceTTL time.Duration // default max(DefaultEvidenceTTL, 2×TTL)
 	MaxCrashes  int
 	Grace       time.Duration // SIGTERM → SIGKILL; default min(10s, TTL)
 	MaxRuntime  time.Duration // 0: no limit
@@ -70,7 +73,13 @@ type Config struct {
 }
 
 // ConfigError names the timing rule a Config breaks.
-type ConfigError struct{ Rule string }
+type ConfigError struct {
+	Rule string
+	// Flags are the flags the rule relates, as Rule names them ("--safety",
+	// "--heartbeat"), so that a caller can say which of them took its
+	// default.
+	Flags []string
+}
 
 // Error is the rule, in words.
 func (e *ConfigError) Error() string { return e.Rule }
@@ -88,6 +97,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.EvidenceTTL == 0 {
 		c.EvidenceTTL = DefaultEvidenceTTL
+		if c.TTL > DefaultEvidenceTTL/2 {
+			c.EvidenceTTL = c.TTL + min(c.TTL, math.MaxInt64-c.TTL)
+		}
 	}
 	if c.MaxCrashes == 0 {
 		c.MaxCrashes = DefaultMaxCrashes
@@ -109,11 +121,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Region != "" {
 		if err := leasestore.ValidateRegion(c.Region); err != nil {
-			return &ConfigError{fmt.Sprintf("--region %q: %v", c.Region, err)}
+			return &ConfigError{Rule: fmt.Sprintf("--region %q: %v", c.Region, err)}
 		}
 	}
 	if len(c.Command) == 0 || c.Command[0] == "" {
-		return &ConfigError{"no command to run: give it after --, as in: leasectl run --job ID -- CMD [ARGS...]"}
+		return &ConfigError{Rule: "no command to run: give it after --, as in: leasectl run --job ID -- CMD [ARGS...]"}
 	}
 	for _, d := range []struct {
 		name string
@@ -124,11 +136,11 @@ func (c *Config) Validate() error {
 		{"--max-runtime", c.MaxRuntime}, {"--min-interval", c.MinInterval}, {"--wait-timeout", c.WaitTimeout},
 	} {
 		if d.v < 0 {
-			return &ConfigError{fmt.Sprintf("%s must be positive, got %s", d.name, d.v)}
+			return &ConfigError{Rule: fmt.Sprintf("%s must be positive, got %s", d.name, d.v)}
 		}
 	}
 	if c.TTL > 0 && c.TTL < MinTTL {
-		return &ConfigError{fmt.Sprintf("--ttl %s is shorter than %s, the shortest lease a store can honour", c.TTL, MinTTL)}
+		return &ConfigError{Rule: fmt.Sprintf("--ttl %s is shorter than %s, the shortest lease a store can honour", c.TTL, MinTTL)}
 	}
 	// After SetDefaults these are never zero (a TTL of MinTTL gives a 33 ms
 	// heartbeat); a caller that skipped it is told which one is.
@@ -137,23 +149,23 @@ func (c *Config) Validate() error {
 		v    time.Duration
 	}{{"--ttl", c.TTL}, {"--heartbeat", c.Heartbeat}, {"--safety", c.Safety}, {"--evidence-ttl", c.EvidenceTTL}, {"--grace", c.Grace}} {
 		if d.v == 0 {
-			return &ConfigError{fmt.Sprintf("%s must be positive, got 0", d.name)}
+			return &ConfigError{Rule: fmt.Sprintf("%s must be positive, got 0", d.name)}
 		}
 	}
 	// The relations are written so that no product or sum can overflow.
 	switch {
 	case c.Heartbeat > c.TTL/3:
-		return &ConfigError{fmt.Sprintf("--heartbeat %s must be at most --ttl/3 (%s)", c.Heartbeat, c.TTL/3)}
+		return &ConfigError{Rule: fmt.Sprintf("--heartbeat %s must be at most --ttl/3 (%s)", c.Heartbeat, c.TTL/3), Flags: []string{"--heartbeat", "--ttl"}}
 	case c.Safety <= c.Heartbeat:
-		return &ConfigError{fmt.Sprintf("--safety %s must be longer than --heartbeat %s", c.Safety, c.Heartbeat)}
+		return &ConfigError{Rule: fmt.Sprintf("--safety %s must be longer than --heartbeat %s", c.Safety, c.Heartbeat), Flags: []string{"--safety", "--heartbeat"}}
 	case c.Safety >= c.TTL:
-		return &ConfigError{fmt.Sprintf("--safety %s must be shorter than --ttl %s, so the child dies before the lease can expire", c.Safety, c.TTL)}
+		return &ConfigError{Rule: fmt.Sprintf("--safety %s must be shorter than --ttl %s, so the child dies before the lease can expire", c.Safety, c.TTL), Flags: []string{"--safety", "--ttl"}}
 	case c.Grace > c.TTL:
-		return &ConfigError{fmt.Sprintf("--grace %s must be at most --ttl %s", c.Grace, c.TTL)}
+		return &ConfigError{Rule: fmt.Sprintf("--grace %s must be at most --ttl %s", c.Grace, c.TTL), Flags: []string{"--grace", "--ttl"}}
 	case c.EvidenceTTL-minEvidenceMargin <= c.TTL:
-		return &ConfigError{fmt.Sprintf("--evidence-ttl %s must be longer than --ttl + 1m (%s)", c.EvidenceTTL, c.TTL+minEvidenceMargin)}
+		return &ConfigError{Rule: fmt.Sprintf("--evidence-ttl %s must be longer than --ttl + 1m (%s)", c.EvidenceTTL, c.TTL+minEvidenceMargin), Flags: []string{"--evidence-ttl", "--ttl"}}
 	case c.MaxCrashes < 2:
-		return &ConfigError{fmt.Sprintf("--max-crashes %d must be at least 2", c.MaxCrashes)}
+		return &ConfigError{Rule: fmt.Sprintf("--max-crashes %d must be at least 2", c.MaxCrashes)}
 	}
 	return nil
 }
@@ -169,9 +181,9 @@ func (c *Config) CheckStore(store any) error {
 	lo, hi := tl.TTLRange()
 	switch {
 	case c.TTL < lo:
-		return &ConfigError{fmt.Sprintf("--ttl %s is below the store's minimum lease TTL %s", c.TTL, lo)}
+		return &ConfigError{Rule: fmt.Sprintf("--ttl %s is below the store's minimum lease TTL %s", c.TTL, lo)}
 	case c.TTL > hi:
-		return &ConfigError{fmt.Sprintf("--ttl %s is above the store's maximum lease TTL %s", c.TTL, hi)}
+		return &ConfigError{Rule: fmt.Sprintf("--ttl %s is above the store's maximum lease TTL %s", c.TTL, hi)}
 	}
 	return nil
 }

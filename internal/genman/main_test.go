@@ -36,6 +36,16 @@ func TestWritesOnePagePerVisibleCommand(t *testing.T) {
 			t.Errorf("page %s carries cobra's auto-generated tag, which changes every day", page)
 		}
 	}
+	// Defaults that follow --ttl are shown as their rule, not as 0s.
+	run, err := os.ReadFile(filepath.Join(dir, "leasectl-run.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`\fB--heartbeat\fP=--ttl/3`, `\fB--safety\fP=--ttl/2`, `\fB--grace\fP=min(10s, --ttl)`, `\fB--evidence-ttl\fP=max(1h, 2×--ttl)`} {
+		if !bytes.Contains(run, []byte(want)) {
+			t.Errorf("leasectl-run.1 lacks %s", want)
+		}
+	}
 	pages, _ := filepath.Glob(filepath.Join(dir, "*.1"))
 	for _, p := range pages {
 		if strings.Contains(p, "__watchdog") {

@@ -69,13 +69,22 @@ func TestOpenURLs(t *testing.T) {
 	}
 }
 
-// wantAuthError checks the one line a command would print: the store is
-// unavailable (exit 69), and the line names authentication or the role.
+// wantAuthError checks the one line a command would print: for a 401 the
+// store is unavailable (exit 69), for a 403 the operation is forbidden to
+// the token's role (leasestore.ErrForbidden, exit 79), and the line names
+// authentication or the role.
 func wantAuthError(t *testing.T, err error, status int, says ...string) {
 	t.Helper()
 	var ae *httpstore.AuthError
-	if !errors.Is(err, leasestore.ErrUnavailable) || !errors.As(err, &ae) || ae.Status != status {
-		t.Fatalf("got %v, want an unavailable store caused by a %d AuthError", err, status)
+	want := leasestore.ErrUnavailable
+	if status == http.StatusForbidden {
+		want = leasestore.ErrForbidden
+	}
+	if !errors.Is(err, want) || !errors.As(err, &ae) || ae.Status != status {
+		t.Fatalf("got %v, want %v caused by a %d AuthError", err, want, status)
+	}
+	if status == http.StatusForbidden && errors.Is(err, leasestore.ErrUnavailable) {
+		t.Errorf("%v: a role refused is not an unavailable store", err)
 	}
 	for _, s := range says {
 		if !strings.Contains(err.Error(), s) {

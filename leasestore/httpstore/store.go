@@ -39,9 +39,11 @@ type Store struct {
 var _ leasestore.Store = (*Store)(nil)
 
 // AuthError is the registry's refusal of the caller's credentials (401)
-// or of its role (403). It reaches callers wrapped in a
+// or of its role (403). A 401 reaches callers wrapped in a
 // *leasestore.UnavailableError: the store could not be used, and a
-// command exits 69 with a line naming the cause.
+// command exits 69 with a line naming the cause. A 403 reaches them as it
+// is, and matches leasestore.ErrForbidden: the token works, its role may
+// not do this.
 type AuthError struct {
 	Registry string
 	// Status is 401 (authentication) or 403 (the role may not).
@@ -64,6 +66,11 @@ func (e *AuthError) Error() string {
 	default:
 		return fmt.Sprintf("registry %s refused authentication: %s (check %s against the registry's tokens file)", e.Registry, e.Message, EnvToken)
 	}
+}
+
+// Is reports whether target is leasestore.ErrForbidden, for a 403.
+func (e *AuthError) Is(target error) bool {
+	return target == leasestore.ErrForbidden && e.Status == http.StatusForbidden
 }
 
 // Close stops the Store's token watches and closes the idle connections to
@@ -166,7 +173,7 @@ func (s *Store) refusal(op string, status int, data []byte) error {
 	case api.CodeUnauthenticated:
 		return &leasestore.UnavailableError{Op: op, Err: &AuthError{Registry: s.display, Status: http.StatusUnauthorized, Message: e.Message, NoToken: s.token == ""}}
 	case api.CodeForbidden:
-		return &leasestore.UnavailableError{Op: op, Err: &AuthError{Registry: s.display, Status: http.StatusForbidden, Role: e.Role, Required: e.RequiredRole, Message: e.Message}}
+		return &AuthError{Registry: s.display, Status: http.StatusForbidden, Role: e.Role, Required: e.RequiredRole, Message: e.Message}
 	case api.CodeNamespaceMismatch:
 		return &leasestore.NamespaceError{Namespace: s.namespace, Reason: fmt.Sprintf("the registry %s serves namespace %q", s.display, e.Namespace)}
 	case api.CodeInvalidRequest:
