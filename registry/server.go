@@ -192,38 +192,28 @@ func routes() []route {
 	}
 }
 
-// mux dispatches by path, then by method, answering an unknown path (404)
-// or method (405) in the registry's error shape.
+// mux routes each operation by its method pattern (GET also answers HEAD).
+// A known path asked with another method falls to the path's method-less
+// pattern, which answers 405 with Allow; an unknown path answers 404; both
+// in the registry's error shape.
 func (s *Server) mux() http.Handler {
 	mux := http.NewServeMux()
-	byPath := map[string]map[string]route{}
-	var order []string
+	allowed := map[string][]string{}
+	var paths []string
 	for _, rt := range routes() {
-		if byPath[rt.path] == nil {
-			byPath[rt.path] = map[string]route{}
-			order = append(order, rt.path)
+		if allowed[rt.path] == nil {
+			paths = append(paths, rt.path)
 		}
-		byPath[rt.path][rt.method] = rt
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+		mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, rt) })
 	}
-	for _, path := range order {
-		methods := byPath[path]
-		allow := make([]string, 0, len(methods))
-		for m := range methods {
-			allow = append(allow, m)
-		}
+	for _, path := range paths {
+		allow := strings.Join(allowed[path], ", ")
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			rt, ok := methods[r.Method]
-			if !ok && r.Method == http.MethodHead {
-				rt, ok = methods[http.MethodGet]
-			}
-			if !ok {
-				w.Header().Set("Allow", strings.Join(allow, ", "))
-				s.serve(w, r, route{name: "method-not-allowed", handle: func(*Server, *exchange) (int, any, error) {
-					return 0, nil, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s (use %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))
-				}})
-				return
-			}
-			s.serve(w, r, rt)
+			w.Header().Set("Allow", allow)
+			s.serve(w, r, route{name: "method-not-allowed", handle: func(*Server, *exchange) (int, any, error) {
+				return 0, nil, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s (use %s)", r.Method, r.URL.Path, allow)
+			}})
 		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
