@@ -2,12 +2,16 @@ package registry
 
 import (
 	"bytes"
+	"compress/gzip"
 	"embed"
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
 )
 
 // uiFiles are the on-call page's templates and static assets, in the
@@ -42,7 +46,13 @@ func newUI(ttl time.Duration, now func() time.Time) *ui {
 }
 
 func parseUITemplates() (*template.Template, error) {
-	return template.New("ui").Funcs(template.FuncMap{"jobURL": jobURL, "uiTime": uiTime}).ParseFS(uiFiles, "ui/*.html")
+	return template.New("ui").Funcs(template.FuncMap{"jobURL": jobURL, "uiTime": uiTime, "operatorNote": operatorNote}).ParseFS(uiFiles, "ui/*.html")
+}
+
+// operatorNote reports whether e is a quarantine or its release, whose
+// detail already says who did it and why.
+func operatorNote(e leasestore.Event) bool {
+	return e.Kind == leasestore.EventQuarantined || e.Kind == leasestore.EventUnquarantine
 }
 
 // uiRequest is one request to the on-call page.
@@ -88,7 +98,7 @@ func uiHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // no-referrer would make a form's Origin "null"
 }
 
 // page answers one request of the on-call page: rate limit, session and
@@ -159,7 +169,7 @@ func (s *Server) render(p *uiRequest, status int, page string, body any) {
 	}
 	v := uiPage{Title: page, Role: p.role.String(), Operator: p.role >= RoleOperator, Body: body}
 	if p.se != nil {
-		v.Name, v.CSRF = p.se.name, p.se.csrf
+		v.Name, v.CSRF = p.se.name, maskCSRF(p.se.csrf)
 	}
 	if tt, ok := body.(interface{ title() string }); ok {
 		v.Title = tt.title()
@@ -170,9 +180,21 @@ func (s *Server) render(p *uiRequest, status int, page string, body any) {
 		http.Error(p.w, "rendering the page failed: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	p.w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	h := p.w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Vary", "Accept-Encoding")
+	if !strings.Contains(p.r.Header.Get("Accept-Encoding"), "gzip") {
+		p.w.WriteHeader(status)
+		_, _ = p.w.Write(b.Bytes())
+		return
+	}
+	// A page of a thousand jobs is half a megabyte of repetitive markup,
+	// and on-call may be on a phone: compressed it is a twentieth.
+	h.Set("Content-Encoding", "gzip")
 	p.w.WriteHeader(status)
-	_, _ = p.w.Write(b.Bytes())
+	zw, _ := gzip.NewWriterLevel(p.w, gzip.BestSpeed)
+	_, _ = zw.Write(b.Bytes())
+	_ = zw.Close()
 }
 
 // errorPage is a refusal or a failure, in words.

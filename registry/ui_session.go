@@ -183,6 +183,30 @@ func sameOrigin(r *http.Request, se *session) bool {
 	if se == nil {
 		return true
 	}
-	got := r.PostFormValue("csrf")
-	return subtle.ConstantTimeCompare([]byte(got), []byte(se.csrf)) == 1
+	want, _ := base64.RawURLEncoding.DecodeString(se.csrf)
+	return subtle.ConstantTimeCompare(unmaskCSRF(r.PostFormValue("csrf")), want) == 1
+}
+
+// maskCSRF is the session's CSRF token under a fresh one-time pad (the pad,
+// then the token XOR the pad), so that no two pages carry the same bytes:
+// the size of a compressed page then says nothing about the token to
+// someone who can put text of theirs on it (BREACH).
+func maskCSRF(token string) string {
+	raw, _ := base64.RawURLEncoding.DecodeString(token)
+	out := make([]byte, 2*len(raw))
+	_, _ = rand.Read(out[:len(raw)])
+	subtle.XORBytes(out[len(raw):], raw, out[:len(raw)])
+	return base64.RawURLEncoding.EncodeToString(out)
+}
+
+// unmaskCSRF undoes maskCSRF; nil for what maskCSRF cannot have made.
+func unmaskCSRF(masked string) []byte {
+	b, err := base64.RawURLEncoding.DecodeString(masked)
+	if err != nil || len(b) == 0 || len(b)%2 != 0 {
+		return nil
+	}
+	n := len(b) / 2
+	out := make([]byte, n)
+	subtle.XORBytes(out, b[:n], b[n:])
+	return out
 }

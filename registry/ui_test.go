@@ -366,3 +366,28 @@ func TestUIEventsFollowRunsThroughTheRegistry(t *testing.T) {
 		t.Errorf("after complete: %+v", row)
 	}
 }
+
+func TestUIPagesAreCompressedWithAFreshCSRFMask(t *testing.T) {
+	srv := newTestServer(t, newUIStore(t), nil)
+	b := newBrowser(t, srv.url)
+	b.login(readerToken, "ada")
+	first := b.csrf
+	b.do("GET", "/", nil)
+	if b.csrf == first {
+		t.Error("two pages carry the same CSRF bytes: a compressed page's size could reveal them")
+	}
+	if a := b.do("POST", "/logout", url.Values{"csrf": {first}}); a.status != http.StatusSeeOther {
+		t.Errorf("logout with an earlier page's CSRF token: %d, want 303", a.status)
+	}
+	b.login(readerToken, "ada")
+	req, _ := http.NewRequest("GET", srv.url+"/", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" || resp.Header.Get("Vary") != "Accept-Encoding" {
+		t.Errorf("a page asked for with gzip: Content-Encoding %q, Vary %q", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
+	}
+}

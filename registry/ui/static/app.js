@@ -15,23 +15,32 @@
   let sortKey = 'job';
   let sortDir = 1;
 
-  function fill(el, row) {
-    el.dataset.state = row.state;
-    for (const cell of el.querySelectorAll('[data-field]')) {
-      const v = row[cell.dataset.field] ?? '';
-      const a = cell.querySelector('a');
-      if (a) {
-        a.href = row.url;
-        a.textContent = v;
+  // The table's columns, in order: each is a field of a job's row.
+  const columns = [...document.querySelectorAll('#jobs th button')].map((b) => b.dataset.sort);
+
+  function fillRow(tr, row) {
+    tr.dataset.state = row.state;
+    columns.forEach((field, i) => {
+      const cell = tr.cells[i];
+      if (field === 'job') {
+        cell.firstElementChild.href = row.url;
+        cell.firstElementChild.textContent = row.job;
       } else {
-        cell.textContent = v;
+        cell.textContent = row[field] ?? '';
       }
+    });
+  }
+
+  function fillRecord(row) {
+    record.dataset.state = row.state;
+    for (const dd of record.querySelectorAll('[data-field]')) dd.textContent = row[dd.dataset.field] ?? '';
+    for (const f of document.querySelectorAll('form[data-when]')) {
+      f.hidden = (f.dataset.when === 'quarantined') !== (row.state === 'QUARANTINED');
     }
   }
 
   function cellText(tr, key) {
-    const cell = tr.querySelector('[data-field="' + key + '"]');
-    return cell ? cell.textContent : '';
+    return tr.cells[columns.indexOf(key)].textContent;
   }
 
   function refresh() {
@@ -56,19 +65,14 @@
     if (tbody) {
       let tr = rows.get(row.job);
       if (!tr) {
-        tr = document.getElementById('row-template').content.firstElementChild.cloneNode(true);
+        tr = document.getElementById('row-template').content.querySelector('tr').cloneNode(true);
         tr.dataset.job = row.job;
         rows.set(row.job, tr);
       }
-      fill(tr, row);
+      fillRow(tr, row);
       refresh();
     }
-    if (record && record.dataset.job === row.job) {
-      fill(record, row);
-      for (const f of document.querySelectorAll('form[data-when]')) {
-        f.hidden = (f.dataset.when === 'quarantined') !== (row.state === 'QUARANTINED');
-      }
-    }
+    if (record && record.dataset.job === row.job) fillRecord(row);
   }
 
   if (tbody) {
