@@ -1,23 +1,18 @@
 package registry
 
 import (
-	"bytes"
 	"compress/gzip"
 	"embed"
-	"html/template"
 	"io/fs"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
-
-	"github.com/leasectl/leasectl/leasestore"
 )
 
-// uiFiles are the on-call page's templates and static assets, in the
-// binary: the page loads nothing from elsewhere.
+// uiFiles are the on-call page's script and style, in the binary: the
+// page loads nothing from elsewhere.
 //
-//go:embed ui
+//go:embed ui/static
 var uiFiles embed.FS
 
 // contentSecurityPolicy lets the page run only its own script and style,
@@ -26,33 +21,16 @@ var uiFiles embed.FS
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// ui is the on-call page's state: sessions, the jobs it has seen, the
-// feed of their changes, and its templates, parsed on first use so that
-// a registry nobody opens in a browser pays nothing for them.
+// ui is the on-call page's state: sessions, the jobs it has seen, and the
+// feed of their changes.
 type ui struct {
-	sessions  *sessions
-	seen      *jobSet
-	feed      *uiFeed
-	templates func() (*template.Template, error)
+	sessions *sessions
+	seen     *jobSet
+	feed     *uiFeed
 }
 
 func newUI(ttl time.Duration, now func() time.Time) *ui {
-	return &ui{
-		sessions:  newSessions(ttl, now),
-		seen:      newJobSet(maxSeenJobs),
-		feed:      newUIFeed(),
-		templates: sync.OnceValues(parseUITemplates),
-	}
-}
-
-func parseUITemplates() (*template.Template, error) {
-	return template.New("ui").Funcs(template.FuncMap{"jobURL": jobURL, "uiTime": uiTime, "operatorNote": operatorNote}).ParseFS(uiFiles, "ui/*.html")
-}
-
-// operatorNote reports whether e is a quarantine or its release, whose
-// detail already says who did it and why.
-func operatorNote(e leasestore.Event) bool {
-	return e.Kind == leasestore.EventQuarantined || e.Kind == leasestore.EventUnquarantine
+	return &ui{sessions: newSessions(ttl, now), seen: newJobSet(maxSeenJobs), feed: newUIFeed()}
 }
 
 // uiRequest is one request to the on-call page.
@@ -127,6 +105,12 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name string, role 
 	x.role = p.role
 	if r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(sw, r.Body, maxBody)
+		// ParseForm, not PostFormValue: the forms are URL-encoded, and
+		// multipart parsing would link package mime/multipart.
+		if err := r.ParseForm(); err != nil {
+			s.uiError(p, http.StatusBadRequest, "The form could not be read: "+err.Error())
+			return
+		}
 		if !sameOrigin(r, p.se) {
 			s.uiError(p, http.StatusForbidden, "This form is stale or did not come from this page (no valid CSRF token); open the page again.")
 			return
@@ -151,49 +135,45 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request, name string, role 
 
 // uiPage is what every page's layout shows.
 type uiPage struct {
-	Title    string
-	Name     string // who is logged in
-	Role     string
-	Operator bool
-	CSRF     string
-	Live     bool // the page follows /events
-	Body     any
+	title    string
+	name     string // who is logged in
+	role     string
+	operator bool
+	csrf     string // masked afresh for each page
+	live     bool   // the page follows /events
 }
 
-// render writes the template named page with body at status.
-func (s *Server) render(p *uiRequest, status int, page string, body any) {
-	t, err := s.ui.templates()
-	if err != nil {
-		http.Error(p.w, "the page's templates do not parse: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	v := uiPage{Title: page, Role: p.role.String(), Operator: p.role >= RoleOperator, Body: body}
+// uiBody is a page's content.
+type uiBody interface {
+	title() string
+	write(h *htmlWriter, v *uiPage)
+}
+
+// render writes body's page at status, gzipped when the browser takes it.
+func (s *Server) render(p *uiRequest, status int, body uiBody) {
+	v := &uiPage{title: body.title(), role: p.role.String(), operator: p.role >= RoleOperator}
 	if p.se != nil {
-		v.Name, v.CSRF = p.se.name, maskCSRF(p.se.csrf)
+		v.name, v.csrf = p.se.name, maskCSRF(p.se.csrf)
 	}
-	if tt, ok := body.(interface{ title() string }); ok {
-		v.Title = tt.title()
-	}
-	_, v.Live = body.(interface{ live() })
-	var b bytes.Buffer
-	if err := t.ExecuteTemplate(&b, page, v); err != nil {
-		http.Error(p.w, "rendering the page failed: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	h := p.w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Vary", "Accept-Encoding")
+	_, v.live = body.(interface{ live() })
+	var h htmlWriter
+	h.head(v)
+	body.write(&h, v)
+	h.foot()
+	w := p.w.Header()
+	w.Set("Content-Type", "text/html; charset=utf-8")
+	w.Set("Vary", "Accept-Encoding")
 	if !strings.Contains(p.r.Header.Get("Accept-Encoding"), "gzip") {
 		p.w.WriteHeader(status)
-		_, _ = p.w.Write(b.Bytes())
+		_, _ = p.w.Write(h.b.Bytes())
 		return
 	}
-	// A page of a thousand jobs is half a megabyte of repetitive markup,
-	// and on-call may be on a phone: compressed it is a twentieth.
-	h.Set("Content-Encoding", "gzip")
+	// A page of a thousand jobs is a quarter of a megabyte of repetitive
+	// markup, and on-call may be on a phone: compressed it is a tenth.
+	w.Set("Content-Encoding", "gzip")
 	p.w.WriteHeader(status)
 	zw, _ := gzip.NewWriterLevel(p.w, gzip.BestSpeed)
-	_, _ = zw.Write(b.Bytes())
+	_, _ = zw.Write(h.b.Bytes())
 	_ = zw.Close()
 }
 
@@ -205,7 +185,7 @@ func (errorPage) title() string { return "Error" }
 // uiError answers with an error page saying msg.
 func (s *Server) uiError(p *uiRequest, status int, msg string) {
 	p.x.code = http.StatusText(status)
-	s.render(p, status, "error", errorPage{Message: msg})
+	s.render(p, status, errorPage{Message: msg})
 }
 
 // loginPage is the login form.
@@ -217,5 +197,5 @@ type loginPage struct {
 func (loginPage) title() string { return "Log in" }
 
 func (s *Server) loginPage(p *uiRequest) {
-	s.render(p, http.StatusOK, "login", loginPage{})
+	s.render(p, http.StatusOK, loginPage{})
 }

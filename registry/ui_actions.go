@@ -35,7 +35,7 @@ func (s *Server) uiRelease(p *uiRequest) {
 // confirmation form. Then it sends the browser to the job's page, where
 // the action is in the history.
 func (s *Server) uiAct(p *uiRequest, a uiAction) {
-	a.Job, a.Reason = p.r.PostFormValue("job"), strings.TrimSpace(p.r.PostFormValue("reason"))
+	a.Job, a.Reason = p.r.PostForm.Get("job"), strings.TrimSpace(p.r.PostForm.Get("reason"))
 	p.x.job = a.Job
 	n := api.NoteRequest{JobID: a.Job, By: p.se.name, Reason: a.Reason}
 	job, note, err := n.Validate()
@@ -49,12 +49,12 @@ func (s *Server) uiAct(p *uiRequest, a uiAction) {
 	case a.Reason == "":
 		a.Problem = "Give a reason: it is kept in the job's history."
 	}
-	if a.Problem != "" || p.r.PostFormValue("confirm") != "yes" {
+	if a.Problem != "" || p.r.PostForm.Get("confirm") != "yes" {
 		status := http.StatusOK
 		if a.Problem != "" {
 			status = http.StatusBadRequest
 		}
-		s.render(p, status, "confirm", a)
+		s.render(p, status, a)
 		return
 	}
 	ctx, cancel := context.WithTimeout(p.r.Context(), s.cfg.OpTimeout)

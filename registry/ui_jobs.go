@@ -182,10 +182,6 @@ type stateCount struct {
 }
 
 func (jobsPage) title() string { return "Jobs" }
-
-// Blank is an empty row: the page's script copies it for a job that
-// appears while the page is open.
-func (jobsPage) Blank() jobRow { return jobRow{} }
 func (jobsPage) live()         {}
 
 // uiStates are the job states, in the order the page counts them.
@@ -209,7 +205,7 @@ func (s *Server) jobsPage(p *uiRequest) {
 		}
 		page.Counts = append(page.Counts, stateCount{State: string(st), N: n})
 	}
-	s.render(p, http.StatusOK, "jobs", page)
+	s.render(p, http.StatusOK, page)
 }
 
 // jobPage is one job: its record, holder, history and actions.
@@ -238,7 +234,7 @@ func (s *Server) jobPage(p *uiRequest) {
 	}
 	history := slices.Clone(st.History)
 	slices.Reverse(history)
-	s.render(p, http.StatusOK, "job", jobPage{Row: rowOf(st), Status: st, History: history})
+	s.render(p, http.StatusOK, jobPage{Row: rowOf(st), Status: st, History: history})
 }
 
 // quarantinePage lists the quarantined jobs with who and why.
@@ -254,5 +250,5 @@ func (s *Server) quarantinePage(p *uiRequest) {
 		s.uiStoreError(p, err)
 		return
 	}
-	s.render(p, http.StatusOK, "quarantine", quarantinePage{Jobs: list})
+	s.render(p, http.StatusOK, quarantinePage{Jobs: list})
 }

@@ -124,18 +124,18 @@ func validName(name string) bool {
 // login starts a session from the form's token and name, or shows the
 // login page again saying why not.
 func (s *Server) login(p *uiRequest) {
-	token, name := p.r.PostFormValue("token"), strings.TrimSpace(p.r.PostFormValue("name"))
+	token, name := p.r.PostForm.Get("token"), strings.TrimSpace(p.r.PostForm.Get("name"))
 	addr := clientAddr(p.r)
 	role, digest, known := s.tokens.Load().lookup(strings.TrimSpace(token))
 	switch {
 	case !validName(name):
-		s.render(p, http.StatusBadRequest, "login", loginPage{Error: "Give your name (up to 64 printable characters): your actions are recorded under it.", Name: name})
+		s.render(p, http.StatusBadRequest, loginPage{Error: "Give your name (up to 200 printable characters): your actions are recorded under it.", Name: name})
 		return
 	case !known && !s.limits.allowFailure(addr):
-		s.render(p, http.StatusTooManyRequests, "login", loginPage{Error: "Too many failed logins from " + addr + "; wait a minute.", Name: name})
+		s.render(p, http.StatusTooManyRequests, loginPage{Error: "Too many failed logins from " + addr + "; wait a minute.", Name: name})
 		return
 	case !known:
-		s.render(p, http.StatusUnauthorized, "login", loginPage{Error: "That token is not one of the registry's.", Name: name})
+		s.render(p, http.StatusUnauthorized, loginPage{Error: "That token is not one of the registry's.", Name: name})
 		return
 	}
 	se := s.ui.sessions.start(digest, name)
@@ -173,9 +173,9 @@ func (s *Server) authenticate(r *http.Request) (*session, Role) {
 	return se, role
 }
 
-// sameOrigin refuses a state-changing request that carries the session's
-// cookie but neither its CSRF token nor, when the browser names one, the
-// page's own origin.
+// sameOrigin reports whether a state-changing request may go on: it names
+// no origin but the page's own (when the browser names one) and, with a
+// session, carries the session's CSRF token.
 func sameOrigin(r *http.Request, se *session) bool {
 	if o := r.Header.Get("Origin"); o != "" && o != "https://"+r.Host && o != "http://"+r.Host {
 		return false
@@ -184,7 +184,7 @@ func sameOrigin(r *http.Request, se *session) bool {
 		return true
 	}
 	want, _ := base64.RawURLEncoding.DecodeString(se.csrf)
-	return subtle.ConstantTimeCompare(unmaskCSRF(r.PostFormValue("csrf")), want) == 1
+	return subtle.ConstantTimeCompare(unmaskCSRF(r.PostForm.Get("csrf")), want) == 1
 }
 
 // maskCSRF is the session's CSRF token under a fresh one-time pad (the pad,
