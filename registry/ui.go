@@ -27,10 +27,13 @@ type ui struct {
 	sessions *sessions
 	seen     *jobSet
 	feed     *uiFeed
+	// reconcile is how often a page's stream reads the live leases again:
+	// uiReconcileInterval, shorter in tests.
+	reconcile time.Duration
 }
 
 func newUI(ttl time.Duration, now func() time.Time) *ui {
-	return &ui{sessions: newSessions(ttl, now), seen: newJobSet(maxSeenJobs), feed: newUIFeed()}
+	return &ui{sessions: newSessions(ttl, now), seen: newJobSet(maxSeenJobs), feed: newUIFeed(), reconcile: uiReconcileInterval}
 }
 
 // uiRequest is one request to the on-call page.

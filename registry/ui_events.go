@@ -95,7 +95,7 @@ func (s *Server) uiEvents(p *uiRequest) {
 	defer s.ui.feed.unfollow(fl)
 	ping := time.NewTicker(uiPingInterval)
 	defer ping.Stop()
-	reconcile := time.NewTicker(uiReconcileInterval)
+	reconcile := time.NewTicker(s.ui.reconcile)
 	defer reconcile.Stop()
 
 	ctx := p.r.Context()

@@ -311,59 +311,114 @@ func TestUISessionEndsWithItsToken(t *testing.T) {
 	}
 }
 
+// eventStream is a page's stream of server-sent events, read by a test.
+type eventStream struct {
+	t      *testing.T
+	events *bufio.Scanner
+}
+
+// followEvents opens /events with b's session, until the test ends.
+func followEvents(t *testing.T, b *browser) *eventStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "GET", b.base+"/events", nil)
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return &eventStream{t: t, events: bufio.NewScanner(resp.Body)}
+}
+
+// next returns the data of the next event named want.
+func (es *eventStream) next(want string) string {
+	es.t.Helper()
+	var event string
+	for es.events.Scan() {
+		line := es.events.Text()
+		if e, ok := strings.CutPrefix(line, "event: "); ok {
+			event = e
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok && event == want {
+			return d
+		}
+	}
+	es.t.Fatalf("the stream ended before a %s event: %v", want, es.events.Err())
+	return ""
+}
+
+// row returns the next job row.
+func (es *eventStream) row() jobRow {
+	es.t.Helper()
+	var row jobRow
+	if err := json.Unmarshal([]byte(es.next("job")), &row); err != nil {
+		es.t.Fatal(err)
+	}
+	return row
+}
+
 // TestUIEventsFollowRunsThroughTheRegistry reads the page's event stream
 // while a run is acquired and released through the registry's API.
 func TestUIEventsFollowRunsThroughTheRegistry(t *testing.T) {
 	srv := newTestServer(t, newUIStore(t), nil)
 	b := newBrowser(t, srv.url)
 	b.login(readerToken, "ada")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", srv.url+"/events", nil)
-	resp, err := b.c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	events := bufio.NewScanner(resp.Body)
-	next := func(want string) string {
-		t.Helper()
-		var event string
-		for events.Scan() {
-			line := events.Text()
-			if e, ok := strings.CutPrefix(line, "event: "); ok {
-				event = e
-			}
-			if d, ok := strings.CutPrefix(line, "data: "); ok && event == want {
-				return d
-			}
-		}
-		t.Fatalf("the stream ended before a %s event: %v", want, events.Err())
-		return ""
-	}
-	nextRow := func() jobRow {
-		t.Helper()
-		var row jobRow
-		if err := json.Unmarshal([]byte(next("job")), &row); err != nil {
-			t.Fatal(err)
-		}
-		return row
-	}
-	next("ping")
+	events := followEvents(t, b)
+	events.next("ping")
 	var l api.Lease
 	request(t, srv.url, "POST", api.PathAcquire, workerToken, acquireBody("nightly/report", "w1", time.Minute)).decode(t, &l)
-	if row := nextRow(); row.Job != "nightly/report" || row.State != "RUNNING" || row.Holder != "w1 on host-w1, pid 4242" || row.URL != "/jobs/nightly/report" {
+	if row := events.row(); row.Job != "nightly/report" || row.State != "RUNNING" || row.Holder != "w1 on host-w1, pid 4242" || row.URL != "/jobs/nightly/report" {
 		t.Errorf("after acquire: %+v", row)
 	}
 	a := request(t, srv.url, "POST", api.PathComplete, workerToken, api.CompleteRequest{JobID: "nightly/report", WorkerID: "w1", FencingToken: l.FencingToken, DurationMS: 1500})
 	if a.status != http.StatusOK {
 		t.Fatalf("complete: %d %s", a.status, a.body)
 	}
-	if row := nextRow(); row.State != "IDLE" || !strings.HasPrefix(row.Last, "completed exit 0 after 1.5s") || row.LastSuccess == "" {
+	if row := events.row(); row.State != "IDLE" || !strings.HasPrefix(row.Last, "completed exit 0 after 1.5s") || row.LastSuccess == "" {
 		t.Errorf("after complete: %+v", row)
+	}
+}
+
+// TestUIEventsFollowRunsElsewhere: a run that reaches the store without
+// the registry, and its end, reach the page when the live leases are read
+// again.
+func TestUIEventsFollowRunsElsewhere(t *testing.T) {
+	store := newUIStore(t)
+	srv := newTestServer(t, store, nil)
+	srv.ui.reconcile = 20 * time.Millisecond
+	b := newBrowser(t, srv.url)
+	b.login(readerToken, "ada")
+	events := followEvents(t, b)
+	events.next("ping")
+	l, err := store.Acquire(context.Background(), leasestore.AcquireRequest{Job: "direct", Holder: "w9", Host: "h", PID: 9, TTL: time.Minute, EvidenceTTL: time.Hour, MaxCrashes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := events.row(); row.Job != "direct" || row.State != "RUNNING" {
+		t.Errorf("after a grant on the store: %+v", row)
+	}
+	if err := store.Release(context.Background(), l, leasestore.Outcome{Result: leasestore.ResultFailed, ExitCode: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if row := events.row(); row.Job != "direct" || row.State != "IDLE" || !strings.HasPrefix(row.Last, "failed exit 3") {
+		t.Errorf("after a release on the store: %+v", row)
+	}
+	if page := b.do("GET", "/", nil); !strings.Contains(string(page.body), `data-job="direct"`) {
+		t.Error("the jobs page does not list a job seen ending elsewhere")
+	}
+}
+
+func TestJobSetKeepsTheLatest(t *testing.T) {
+	js := newJobSet(3)
+	for _, job := range []string{"a", "b", "c", "a", "d"} {
+		js.add(job)
+	}
+	if got := strings.Join(js.list(), " "); got != "c a d" {
+		t.Errorf("jobs %q, want the three changed last, oldest first: c a d", got)
 	}
 }
 
