@@ -176,6 +176,12 @@ func TestUIInBrowser(t *testing.T) {
 			t.Errorf("history %q lacks %q", history, want)
 		}
 	}
+	request(t, srv.url, "POST", api.PathAcquire, workerToken, acquireBody(job, "w2", time.Minute)).decode(t, &l)
+	until(t, ctx, "the job's page to follow the next run", `document.getElementById("record").dataset.state === "RUNNING" && document.getElementById("history").textContent.includes("acquired by w2")`)
+	if a := request(t, srv.url, "POST", api.PathRelease, workerToken, api.ReleaseRequest{JobID: job, WorkerID: "w2", FencingToken: l.FencingToken}); a.status != http.StatusOK {
+		t.Fatalf("release: %d %s", a.status, a.body)
+	}
+	until(t, ctx, "the job's page to follow the run's end", `document.getElementById("record").dataset.state === "IDLE" && document.getElementById("history").children.length === 4`)
 	screenshot(t, ctx, "04-job")
 
 	const reason = `<script>alert("pwned")</script> loops on bad input`

@@ -1,5 +1,5 @@
 // The on-call page's script: follows /events and puts each changed job's
-// fields in place as text; filters, sorts and counts the jobs table; says
+// fields in place as text, and a job's history afresh; filters, sorts and counts the jobs table; says
 // when contact with the registry is lost. Without it the page still shows
 // everything as it was when loaded.
 'use strict';
@@ -72,7 +72,20 @@
       fillRow(tr, row);
       refresh();
     }
-    if (record && record.dataset.job === row.job) fillRecord(row);
+    if (record && record.dataset.job === row.job) {
+      fillRecord(row);
+      refreshHistory();
+    }
+  }
+
+  // A job's history comes again with its page, rendered and escaped by
+  // the server; the parsed page's scripts never run.
+  async function refreshHistory() {
+    const answer = await fetch(location.pathname, { credentials: 'same-origin' });
+    if (!answer.ok) return;
+    const page = new DOMParser().parseFromString(await answer.text(), 'text/html');
+    const fresh = page.getElementById('history');
+    if (fresh) document.getElementById('history').replaceWith(document.adoptNode(fresh));
   }
 
   if (tbody) {
