@@ -105,6 +105,14 @@ func (s *Server) uiEvents(p *uiRequest) {
 		_, err := fmt.Fprintf(p.w, "event: %s\ndata: %s\n\n", event, b)
 		return err == nil && rc.Flush() == nil
 	}
+	select {
+	case <-s.draining:
+		// An empty stream: the page keeps retrying, as it should while
+		// this registry shuts down and another (or it, restarted) comes.
+		_ = rc.Flush()
+		return
+	default:
+	}
 	if !send("ping", uiTime(s.cfg.Now())) {
 		return
 	}

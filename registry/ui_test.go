@@ -446,3 +446,23 @@ func TestUIPagesAreCompressedWithAFreshCSRFMask(t *testing.T) {
 		t.Errorf("a page asked for with gzip: Content-Encoding %q, Vary %q", resp.Header.Get("Content-Encoding"), resp.Header.Get("Vary"))
 	}
 }
+
+// TestUIEventsEndWhenDraining: a draining registry ends the page's stream
+// and answers a new one empty, without a ping, so that the page keeps
+// saying it lost contact until another registry answers.
+func TestUIEventsEndWhenDraining(t *testing.T) {
+	srv := newTestServer(t, newUIStore(t), nil)
+	b := newBrowser(t, srv.url)
+	b.login(readerToken, "ada")
+	events := followEvents(t, b)
+	events.next("ping")
+	srv.Drain()
+	for events.events.Scan() {
+		if line := events.events.Text(); strings.HasPrefix(line, "event: ") {
+			t.Errorf("a draining registry sent %q", line)
+		}
+	}
+	if a := b.do("GET", "/events", nil); a.status != http.StatusOK || len(a.body) != 0 {
+		t.Errorf("a new stream while draining: %d %q, want 200 and nothing", a.status, a.body)
+	}
+}
