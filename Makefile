@@ -17,7 +17,8 @@ build:
 # deps installs the servers the tests start on their own loopback ports,
 # redis-cli (Debian's redis-tools), which forms the test Redis Clusters,
 # etcd with etcdctl (etcd-server, etcd-client) for the etcd store's tests, and
-# PostgreSQL (initdb and postgres live in /usr/lib/postgresql/*/bin, off PATH).
+# PostgreSQL (initdb and postgres live in /usr/lib/postgresql/*/bin, off PATH),
+# and chromium, the headless browser the on-call page's tests drive.
 deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
 		echo "installing redis-server and redis-tools"; \
@@ -31,6 +32,9 @@ deps:
 	@command -v pgbouncer >/dev/null 2>&1 || { \
 		echo "installing pgbouncer"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "installing chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 vet:
 	$(GO) vet ./...

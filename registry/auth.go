@@ -151,10 +151,17 @@ func (t *Tokens) Len() int { return len(t.entries) }
 // right.
 func (t *Tokens) lookup(bearer string) (Role, [sha256.Size]byte, bool) {
 	d := sha256.Sum256([]byte(bearer))
+	role := t.roleOf(d)
+	return role, d, role != 0
+}
+
+// roleOf returns the role of the token with digest d, 0 when it is not
+// one of these tokens.
+func (t *Tokens) roleOf(d [sha256.Size]byte) Role {
 	var role Role
 	for _, e := range t.entries {
 		match := subtle.ConstantTimeCompare(d[:], e.digest[:])
 		role = Role(subtle.ConstantTimeSelect(match, int(e.role), int(role)))
 	}
-	return role, d, role != 0
+	return role
 }

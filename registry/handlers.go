@@ -296,6 +296,9 @@ func (s *Server) syncTokens(x *exchange) (int, any, error) {
 
 func (s *Server) scan(x *exchange) (int, any, error) {
 	crashes, err := s.cfg.Store.Scan(x.ctx)
+	for _, c := range crashes {
+		s.changed(c.Job)
+	}
 	if err != nil {
 		if len(crashes) > 0 {
 			// Counted crashes are consumed: they must reach the caller.

@@ -56,6 +56,9 @@ type Config struct {
 	RateLimit float64
 	// OpTimeout bounds each store call; 0: DefaultOpTimeout.
 	OpTimeout time.Duration
+	// SessionTTL is how long a login to the on-call page lasts; 0:
+	// DefaultSessionTTL.
+	SessionTTL time.Duration
 	// Now is the registry's clock; nil: time.Now.
 	Now func() time.Time
 }
@@ -72,6 +75,7 @@ type Server struct {
 	idem     *idempotency
 	limits   *limiter
 	metrics  *metrics
+	ui       *ui
 	draining chan struct{}
 	drain    sync.Once
 }
@@ -87,6 +91,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("registry: rate limit %g must not be negative", cfg.RateLimit)
 	case cfg.OpTimeout < 0:
 		return nil, fmt.Errorf("registry: op timeout %s must not be negative", cfg.OpTimeout)
+	case cfg.SessionTTL < 0:
+		return nil, fmt.Errorf("registry: session TTL %s must not be negative", cfg.SessionTTL)
 	}
 	if err := leasestore.ValidateNamespace(cfg.Namespace); err != nil {
 		return nil, err
@@ -97,6 +103,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.SessionTTL == 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
 	s := &Server{
 		cfg:      cfg,
 		hub:      newHub(cfg.Store, cfg.Now),
@@ -104,6 +113,7 @@ func New(cfg Config) (*Server, error) {
 		idem:     newIdempotency(cfg.Now),
 		limits:   newLimiter(cfg.RateLimit, cfg.Now),
 		metrics:  newMetrics(),
+		ui:       newUI(cfg.SessionTTL, cfg.Now),
 		draining: make(chan struct{}),
 	}
 	s.tokens.Store(cfg.Tokens)
@@ -146,6 +156,7 @@ func (s *Server) sweep(ctx context.Context) {
 		case <-t.C:
 			s.hub.sweep()
 			s.watches.sweep()
+			s.ui.sessions.sweep()
 		}
 	}
 }
@@ -194,40 +205,31 @@ func routes() []route {
 	}
 }
 
-// mux dispatches by path, then by method, answering an unknown path (404)
-// or method (405) in the registry's error shape.
+// mux routes each operation by its method pattern (GET also answers HEAD).
+// A known path asked with another method falls to the path's method-less
+// pattern, which answers 405 with Allow; an unknown path answers 404; both
+// in the registry's error shape.
 func (s *Server) mux() http.Handler {
 	mux := http.NewServeMux()
-	byPath := map[string]map[string]route{}
-	var order []string
+	allowed := map[string][]string{}
+	var paths []string
 	for _, rt := range routes() {
-		if byPath[rt.path] == nil {
-			byPath[rt.path] = map[string]route{}
-			order = append(order, rt.path)
+		if allowed[rt.path] == nil {
+			paths = append(paths, rt.path)
 		}
-		byPath[rt.path][rt.method] = rt
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+		mux.HandleFunc(rt.method+" "+rt.path, func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, rt) })
 	}
-	for _, path := range order {
-		methods := byPath[path]
-		allow := make([]string, 0, len(methods))
-		for m := range methods {
-			allow = append(allow, m)
-		}
+	for _, path := range paths {
+		allow := strings.Join(allowed[path], ", ")
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			rt, ok := methods[r.Method]
-			if !ok && r.Method == http.MethodHead {
-				rt, ok = methods[http.MethodGet]
-			}
-			if !ok {
-				w.Header().Set("Allow", strings.Join(allow, ", "))
-				s.serve(w, r, route{name: "method-not-allowed", handle: func(*Server, *exchange) (int, any, error) {
-					return 0, nil, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s (use %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))
-				}})
-				return
-			}
-			s.serve(w, r, rt)
+			w.Header().Set("Allow", allow)
+			s.serve(w, r, route{name: "method-not-allowed", handle: func(*Server, *exchange) (int, any, error) {
+				return 0, nil, api.Errorf(api.CodeMethodNotAllowed, "%s is not allowed on %s (use %s)", r.Method, r.URL.Path, allow)
+			}})
 		})
 	}
+	s.uiRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, route{name: "not-found", handle: func(*Server, *exchange) (int, any, error) {
 			return 0, nil, api.Errorf(api.CodeNotFound, "no route %s (the API is under %s; see docs/registry-openapi.yaml)", r.URL.Path, api.Prefix)
@@ -299,6 +301,9 @@ func (w *statusWriter) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
+// Unwrap lets an http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -344,6 +349,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) {
 		x.ctx, cancel = context.WithTimeout(r.Context(), s.opTimeout(r))
 		status, body, err = rt.handle(s, x)
 		cancel()
+		if err == nil && rt.changesJob() {
+			s.changed(x.job)
+		}
 	}
 	answer := s.answer(x, status, body, err)
 	if owner != nil {

@@ -1,0 +1,254 @@
+package registry
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// maxSeenJobs bounds the jobs the page lists besides the live and the
+// quarantined ones; past it the job changed longest ago is forgotten.
+const maxSeenJobs = 10000
+
+// uiStatusReads is how many job statuses the jobs page reads from the
+// store at once.
+const uiStatusReads = 8
+
+// jobSet is the jobs the registry saw change, most recent last, bounded.
+// The store has no list of every job: the page lists these, the live
+// leases and the quarantined jobs.
+type jobSet struct {
+	mu    sync.Mutex
+	order *list.List // of string, oldest first
+	at    map[string]*list.Element
+	limit int
+}
+
+func newJobSet(limit int) *jobSet {
+	return &jobSet{order: list.New(), at: map[string]*list.Element{}, limit: limit}
+}
+
+// add records that job changed.
+func (js *jobSet) add(job string) {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	if e, ok := js.at[job]; ok {
+		js.order.MoveToBack(e)
+		return
+	}
+	js.at[job] = js.order.PushBack(job)
+	if js.order.Len() > js.limit {
+		delete(js.at, js.order.Remove(js.order.Front()).(string))
+	}
+}
+
+// list returns the jobs.
+func (js *jobSet) list() []string {
+	js.mu.Lock()
+	defer js.mu.Unlock()
+	out := make([]string, 0, js.order.Len())
+	for e := js.order.Front(); e != nil; e = e.Next() {
+		out = append(out, e.Value.(string))
+	}
+	return out
+}
+
+// jobRow is one job as the page shows it, every field already in words:
+// the page's script only puts them in place, as text.
+type jobRow struct {
+	Job         string `json:"job"`
+	URL         string `json:"url"`
+	State       string `json:"state"`
+	Holder      string `json:"holder"`
+	Token       string `json:"token"`
+	Since       string `json:"since"`
+	Expires     string `json:"expires"`
+	Last        string `json:"last"`
+	LastSuccess string `json:"last_success"`
+	Crashes     string `json:"crashes"`
+	Quarantine  string `json:"quarantine"`
+}
+
+// uiTime is a time as the page shows it, in UTC, sortable as text.
+func uiTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// jobURL is the path of job's page, escaped.
+func jobURL(job string) string {
+	return (&url.URL{Path: "/jobs/" + job}).EscapedPath()
+}
+
+// rowOf puts st in words.
+func rowOf(st *leasestore.JobStatus) jobRow {
+	r := jobRow{Job: st.Job, URL: jobURL(st.Job), State: string(st.State), Crashes: fmt.Sprint(st.Crashes), LastSuccess: uiTime(st.LastSuccess)}
+	if st.MaxCrashes > 0 {
+		r.Crashes = fmt.Sprintf("%d of %d", st.Crashes, st.MaxCrashes)
+	}
+	if st.LastToken > 0 {
+		r.Token = fmt.Sprint(st.LastToken)
+	}
+	if h := st.Holder; h != nil {
+		r.Holder = fmt.Sprintf("%s on %s, pid %d", h.Worker, h.Host, h.PID)
+		r.Token, r.Since, r.Expires = fmt.Sprint(h.Token), uiTime(h.StartedAt), uiTime(h.ExpiresAt)
+	}
+	if o := st.LastOutcome; o != nil {
+		r.Last = o.Detail() + ", " + uiTime(o.FinishedAt)
+	}
+	if q := st.Quarantine; q != nil {
+		r.Quarantine = fmt.Sprintf("by %s: %s", q.By, q.Reason)
+	}
+	return r
+}
+
+// jobNames are the jobs the page lists: those seen changing, those live,
+// those quarantined; sorted.
+func (s *Server) jobNames(ctx context.Context) ([]string, error) {
+	leases, err := s.cfg.Store.Leases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	quarantined, err := s.cfg.Store.Quarantined(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := s.ui.seen.list()
+	for _, h := range leases {
+		names = append(names, h.Job)
+	}
+	for _, q := range quarantined {
+		names = append(names, q.Job)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), nil
+}
+
+// jobRows reads the status of every job the page lists, uiStatusReads at
+// a time.
+func (s *Server) jobRows(ctx context.Context) ([]jobRow, error) {
+	names, err := s.jobNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]jobRow, len(names))
+	errs := make([]error, len(names))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(uiStatusReads, len(names)) {
+		wg.Go(func() {
+			for i := range next {
+				st, err := s.cfg.Store.Status(ctx, names[i])
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				rows[i] = rowOf(st)
+			}
+		})
+	}
+	for i := range names {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+// jobsPage is the list of jobs with their counts by state.
+type jobsPage struct {
+	Rows   []jobRow
+	Counts []stateCount
+}
+
+// stateCount is how many listed jobs are in State.
+type stateCount struct {
+	State string
+	N     int
+}
+
+func (jobsPage) title() string { return "Jobs" }
+func (jobsPage) live()         {}
+
+// uiStates are the job states, in the order the page counts them.
+var uiStates = [...]leasestore.State{leasestore.StateRunning, leasestore.StateCrashed, leasestore.StateQuarantined, leasestore.StateIdle}
+
+func (s *Server) jobsPage(p *uiRequest) {
+	ctx, cancel := context.WithTimeout(p.r.Context(), s.cfg.OpTimeout)
+	defer cancel()
+	rows, err := s.jobRows(ctx)
+	if err != nil {
+		s.uiStoreError(p, err)
+		return
+	}
+	page := jobsPage{Rows: rows}
+	for _, st := range uiStates {
+		n := 0
+		for _, r := range rows {
+			if r.State == string(st) {
+				n++
+			}
+		}
+		page.Counts = append(page.Counts, stateCount{State: string(st), N: n})
+	}
+	s.render(p, http.StatusOK, page)
+}
+
+// jobPage is one job: its record, holder, history and actions.
+type jobPage struct {
+	Row     jobRow
+	Status  *leasestore.JobStatus
+	History []leasestore.Event // newest first
+}
+
+func (jp jobPage) title() string { return "Job " + jp.Row.Job }
+func (jobPage) live()            {}
+
+func (s *Server) jobPage(p *uiRequest) {
+	job := p.r.PathValue("job_id")
+	p.x.job = job
+	if err := leasestore.ValidateJobID(job); err != nil {
+		s.uiError(p, http.StatusBadRequest, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.r.Context(), s.cfg.OpTimeout)
+	defer cancel()
+	st, err := s.cfg.Store.Status(ctx, job)
+	if err != nil {
+		s.uiStoreError(p, err)
+		return
+	}
+	history := slices.Clone(st.History)
+	slices.Reverse(history)
+	s.render(p, http.StatusOK, jobPage{Row: rowOf(st), Status: st, History: history})
+}
+
+// quarantinePage lists the quarantined jobs with who and why.
+type quarantinePage struct{ Jobs []leasestore.Quarantine }
+
+func (quarantinePage) title() string { return "Quarantined jobs" }
+
+func (s *Server) quarantinePage(p *uiRequest) {
+	ctx, cancel := context.WithTimeout(p.r.Context(), s.cfg.OpTimeout)
+	defer cancel()
+	list, err := s.cfg.Store.Quarantined(ctx)
+	if err != nil {
+		s.uiStoreError(p, err)
+		return
+	}
+	s.render(p, http.StatusOK, quarantinePage{Jobs: list})
+}

@@ -1,0 +1,91 @@
+package registry
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// readmeOnCallPage is the README's section on the on-call page: its role
+// table (role -> may) and its prose.
+func readmeOnCallPage(t *testing.T) (map[string]string, string) {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "<!-- oncall-page -->")
+	table, prose, ok2 := strings.Cut(rest, "<!-- /oncall-page -->")
+	prose, _, _ = strings.Cut(prose, "\n## ")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no <!-- oncall-page --> table")
+	}
+	roles := map[string]string{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) == 5 && strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			roles[strings.Trim(strings.TrimSpace(cells[1]), "`")] = cells[3]
+		}
+	}
+	return roles, prose
+}
+
+// TestReadmeOnCallPage holds the README's on-call page section to the
+// page: each role's row says whether it may act, and the figures its
+// prose gives are the code's.
+func TestReadmeOnCallPage(t *testing.T) {
+	roles, prose := readmeOnCallPage(t)
+	tokens := map[string]string{"reader": readerToken, "worker": workerToken, "operator": operatorToken}
+	if len(roles) != len(tokens) {
+		t.Fatalf("the README's table has roles %v, want reader, worker and operator", roles)
+	}
+	for role, may := range roles {
+		store := newUIStore(t)
+		srv := newTestServer(t, store, nil)
+		b := newBrowser(t, srv.url)
+		b.login(tokens[role], "ada-"+role)
+		acts := strings.Contains(may, "quarantine a job and release it")
+		page := b.do("GET", "/jobs/j", nil)
+		if shown := strings.Contains(string(page.body), `action="/actions/quarantine"`); shown != acts {
+			t.Errorf("%s: the README says it may act: %v; the job page shows the quarantine form: %v", role, acts, shown)
+		}
+		a := b.do("POST", "/actions/quarantine", url.Values{"job": {"j"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {b.csrf}})
+		if acts != (a.status == http.StatusSeeOther) {
+			t.Errorf("%s: the README says it may act: %v; quarantining answered %d", role, acts, a.status)
+		}
+		if !acts {
+			continue
+		}
+		st, err := store.Status(context.Background(), "j")
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := st.History[len(st.History)-1]
+		if last.Kind != leasestore.EventQuarantined || last.Worker != "ada-"+role {
+			t.Errorf("%s: the history's last event is %+v, want quarantined under the operator's name", role, last)
+		}
+	}
+	js, err := uiFiles.ReadFile("ui/static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for claim, holds := range map[string]bool{
+		"(the last 10,000)":                 maxSeenJobs == 10000,
+		"within 5 s":                        uiReconcileInterval.String() == "5s",
+		"nothing for 25 s":                  strings.Contains(string(js), "Date.now() - lastHeard > 25000"),
+		"A login lasts 12 hours":            DefaultSessionTTL.String() == "12h0m0s",
+		"HttpOnly, Secure, SameSite=Strict": true, // TestUILoginSetsAStrictSessionCookie
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(prose), " "), claim) {
+			t.Errorf("the README's on-call page section no longer says %q; update this test", claim)
+		}
+		if !holds {
+			t.Errorf("the README says %q, which the code no longer does", claim)
+		}
+	}
+}
