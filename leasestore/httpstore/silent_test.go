@@ -15,12 +15,17 @@ import (
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
 
-// twoRegistries serves two registries in front of backend, the first
-// behind a proxy the test controls, and returns the proxy and a function
-// that opens a client of both (the proxied one first), as a new process
-// would.
-func twoRegistries(t *testing.T, backend leasestore.Store, ns string) (*faultproxy.Proxy, func(*testing.T) *httpstore.Store) {
+// twoRegistries serves two registries in front of an embedded store of
+// namespace ns, the first behind a proxy the test controls, and returns the
+// store, the proxy and a function that opens a client of both (the proxied
+// one first), as a new process would.
+func twoRegistries(t *testing.T, ns string) (leasestore.Store, *faultproxy.Proxy, func(*testing.T) *httpstore.Store) {
 	t.Helper()
+	backend, err := filestore.Open(t.TempDir(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = backend.Close() })
 	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the notes of silent registries
 	first, second := registrytest.Start(t, backend, ns), registrytest.Start(t, backend, ns)
 	proxy, err := faultproxy.Start(strings.TrimPrefix(first.URL, "https://"))
@@ -41,7 +46,7 @@ func twoRegistries(t *testing.T, backend leasestore.Store, ns string) (*faultpro
 	if err := os.WriteFile(ca, pems, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return proxy, func(t *testing.T) *httpstore.Store {
+	return backend, proxy, func(t *testing.T) *httpstore.Store {
 		s, err := httpstore.Open(url, ns, httpstore.Options{Token: registrytest.WorkerToken, CAFile: ca})
 		if err != nil {
 			t.Fatal(err)
@@ -55,12 +60,7 @@ func twoRegistries(t *testing.T, backend leasestore.Store, ns string) (*faultpro
 // blackholes the first, which every client lists first (a proxy that stops
 // forwarding without closing): runs ride it out (storetest.RideOutSilence).
 func TestTwoRegistriesOneSilent(t *testing.T) {
-	backend, err := filestore.Open(t.TempDir(), "silent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = backend.Close() })
-	proxy, open := twoRegistries(t, backend, "silent")
+	_, proxy, open := twoRegistries(t, "silent")
 	storetest.RideOutSilence(t, func(t *testing.T) leasestore.Store { return open(t) }, func() { proxy.Set(faultproxy.DropBoth) })
 }
 
@@ -72,12 +72,7 @@ func TestTwoRegistriesOneSilent(t *testing.T) {
 // network before it) must be refused, leaving the job idle, not granted to
 // a run nobody runs.
 func TestLateCopyOfAnAcquireGrantsNothing(t *testing.T) {
-	backend, err := filestore.Open(t.TempDir(), "late")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = backend.Close() })
-	proxy, open := twoRegistries(t, backend, "late")
+	backend, proxy, open := twoRegistries(t, "late")
 	proxy.Set(faultproxy.DropReplies)
 	s := open(t)
 	ctx, cancel := context.WithTimeout(t.Context(), storetest.SilenceSafety)
