@@ -20,10 +20,11 @@ type Endpoints struct {
 
 // New returns the endpoints names (as the client addresses them, without
 // credentials), keeping notes of the silent ones in dir; dir "" keeps them
-// in memory only. It does no I/O: the notes are read at the first call.
+// in memory only, as does a single endpoint, which has nothing to try
+// first instead. It does no I/O: the notes are read at the first call.
 func New(names []string, dir string) *Endpoints {
 	e := &Endpoints{names: names, silent: make([]time.Time, len(names))}
-	if dir != "" {
+	if dir != "" && len(names) > 1 {
 		e.notes = &notes{dir: dir}
 	}
 	return e
@@ -77,9 +78,6 @@ func (e *Endpoints) Failed(i int) {
 // bound: calls try it last for silentFor, here and, through its note, in
 // the processes that start on this host meanwhile.
 func (e *Endpoints) Silent(i int) {
-	if len(e.names) == 1 {
-		return // nothing to try first instead
-	}
 	e.Failed(i)
 	until := time.Now().Add(silentFor)
 	e.mu.Lock()

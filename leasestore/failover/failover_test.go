@@ -3,6 +3,7 @@ package failover
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -158,5 +159,39 @@ func TestHedgeAfter(t *testing.T) {
 		if d := HedgeAfter(ctx); d < tc.min || d > tc.max {
 			t.Errorf("HedgeAfter with %s left = %s, want within [%s, %s]", tc.left, d, tc.min, tc.max)
 		}
+	}
+}
+
+// A single endpoint has nothing to try first instead: it is never noted
+// silent, so a process that finds it silent costs the next nothing.
+func TestASingleEndpointIsNeverNoted(t *testing.T) {
+	dir := t.TempDir()
+	c := newCluster()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := Do(ctx, New([]string{"silent"}, dir), c.attempt, moveOnBroken); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Do on a silent single endpoint = %v, want the deadline", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("a single silent endpoint left %d notes, want none", len(entries))
+	}
+}
+
+// An attempt that the caller's deadline cut short gave no answer: the
+// endpoints silent past the bound stay noted.
+func TestDoKeepsTheNotesWhenTheDeadlineCutsTheAttempts(t *testing.T) {
+	dir := t.TempDir()
+	c := newCluster()
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	// moveOn accepts nothing: the deadline's error must still not count as
+	// an endpoint's answer.
+	_, err := Do(ctx, New([]string{"silent", "silent"}, dir), c.attempt, func(error) bool { return false })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Do with every endpoint silent = %v, want the deadline", err)
+	}
+	// Both endpoints are named "silent": one note.
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("%d notes after the endpoint was silent until the deadline, want 1", len(entries))
 	}
 }

@@ -87,7 +87,8 @@ func Do[T any](ctx context.Context, e *Endpoints, attempt Attempt[T], moveOn fun
 		case a := <-answers:
 			pending--
 			lastAnswered = lastAnswered || a.i == order[sent-1]
-			if a.err == nil || !moveOn(a.err) {
+			// An attempt the caller's deadline cut short gave no answer.
+			if a.err == nil || !moveOn(a.err) && ctx.Err() == nil {
 				e.Answered(a.i)
 				return a.v, a.err
 			}
