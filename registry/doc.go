@@ -10,7 +10,9 @@
 // fencing tokens, crashes counted once); an answer is the store's answer,
 // and a refusal keeps the data of the store's typed error under a stable
 // code; a request is bounded by the time its client said it would wait
-// (api.HeaderTimeout) and by a limit of its own; a retried request is safe
+// (api.HeaderTimeout) and by a limit of its own, and one that arrives after
+// its sender's deadline (api.HeaderDeadline, on the registry's clock) is
+// refused without being run (intime.go); a retried request is safe
 // (acquire and heartbeat are idempotent in the store, and the answers of
 // complete, release, quarantine and scan are remembered by Idempotency-Key);
 // bearer tokens are compared in constant time and never logged; every

@@ -117,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 		draining: make(chan struct{}),
 	}
 	s.tokens.Store(cfg.Tokens)
-	s.handler = s.mux()
+	s.handler = newInTime(cfg.Now, cfg.Log, s.mux())
 	return s, nil
 }
 

@@ -12,18 +12,29 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/leasectl/leasectl/leasestore/failover"
 )
 
 // client speaks etcd's v3 API as JSON over HTTP (the gRPC gateway every
-// etcd member serves on its client port). It never retries a request that
-// may have reached a member: only one refused at connect time moves on to
-// the next endpoint, and one refused for an expired auth token is sent
-// again after authenticating (etcd did not apply it).
+// etcd member serves on its client port). A request that a member leaves
+// unanswered past the hedge bound, or fails without an answer of etcd's
+// own, goes to the next member as well (failover.Do), and the first answer
+// counts. That is safe for every request the store makes, should the first
+// copy land late too: reads; transactions guarded by the mod revisions of
+// the keys they write, of which at most one copy commits (the store's
+// Acquire, asked again by the same holder, returns the lease a copy
+// granted); keep-alives of the caller's own etcd leases, which extend what
+// they already hold; lease grants, whose spare lease holds no key and
+// expires; the scan's mark, which a late copy can only move back, making
+// the next scan look at more jobs, not fewer. A request refused for an
+// expired auth token is sent again after authenticating (etcd did not
+// apply it). Watches are not hedged: they move on only when a member
+// refuses the connection, and start again from their revision when one
+// breaks.
 type client struct {
-	endpoints []string // base URLs, http:// or https://
-	preferred atomic.Int32
+	endpoints *failover.Endpoints // base URLs, http:// or https://
 	hc        *http.Client
 
 	user, password string
@@ -44,7 +55,7 @@ const dialTimeout = time.Second
 func newClient(endpoints []string, tlsConf *tls.Config, user, password string) *client {
 	d := &net.Dialer{Timeout: dialTimeout, KeepAlive: 15 * time.Second}
 	return &client{
-		endpoints: endpoints,
+		endpoints: failover.New(endpoints, failover.DefaultNotes()),
 		hc: &http.Client{Transport: &http.Transport{
 			Proxy:               nil, // etcd members are reached directly, whatever HTTP_PROXY says
 			DialContext:         d.DialContext,
@@ -79,107 +90,128 @@ const (
 	codeUnauthenticated  = 16
 )
 
-// call posts in as JSON to path on the preferred member and decodes the
-// answer into out.
+// call posts in as JSON to path and decodes the answer into out.
 func (c *client) call(ctx context.Context, path string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
-	for reauth := 0; ; reauth++ {
-		resp, err := c.post(ctx, path, body)
-		if err != nil {
-			return err
-		}
-		data, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			c.failed(resp.Request)
-			return err
-		}
-		if resp.StatusCode != http.StatusOK {
-			e := parseError(resp.StatusCode, data)
-			if e.Code == codeUnauthenticated && c.user != "" && reauth == 0 && strings.Contains(e.Message, "invalid auth token") {
+	data, err := c.exchange(ctx, path, body)
+	if err != nil || out == nil {
+		return err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("unreadable answer from etcd: %w", err)
+	}
+	return nil
+}
+
+// exchange posts body to path and returns the whole answer, hedged over
+// the members (see client). A streamed answer must end with the request,
+// as a keep-alive's does.
+func (c *client) exchange(ctx context.Context, path string, body []byte) ([]byte, error) {
+	return failover.Do(ctx, c.endpoints, func(ctx context.Context, base string) ([]byte, error) {
+		for reauth := 0; ; reauth++ {
+			token, err := c.authToken(ctx)
+			if err != nil {
+				return nil, err
+			}
+			data, err := c.send(ctx, base+path, body, token)
+			var e *etcdError
+			if errors.As(err, &e) && e.Code == codeUnauthenticated && c.user != "" && reauth == 0 && strings.Contains(e.Message, "invalid auth token") {
 				c.dropToken()
 				continue
 			}
-			if e.Code == codeUnavailable {
-				c.failed(resp.Request)
-			}
-			return e
+			return data, err
 		}
-		if out == nil {
-			return nil
-		}
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("unreadable answer from %s: %w", resp.Request.URL.Host, err)
-		}
-		return nil
-	}
+	}, tryElsewhere)
 }
 
-// stream posts body to path and returns the answer's body, which streams
-// one JSON object per message, for the caller to close.
-func (c *client) stream(ctx context.Context, path string, body []byte) (io.ReadCloser, error) {
-	resp, err := c.post(ctx, path, body)
+// send posts body to url with the auth token, if any, and returns the
+// whole answer; an answer other than 200 OK is its *etcdError.
+func (c *client) send(ctx context.Context, url string, body []byte, token string) ([]byte, error) {
+	req, err := c.request(ctx, url, body, token)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
 		return nil, parseError(resp.StatusCode, data)
 	}
-	return resp.Body, nil
+	return data, nil
 }
 
-// post sends body to the preferred member, moving on to the next one only
-// when a member refuses the connection (nothing was sent).
-func (c *client) post(ctx context.Context, path string, body []byte) (*http.Response, error) {
+func (c *client) request(ctx context.Context, url string, body []byte, token string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	return req, nil
+}
+
+// tryElsewhere reports whether a request that failed with err goes to the
+// next member: when the member gave no answer of etcd's own (the
+// connection failed or broke, or the call's own context ended it) or said
+// it cannot serve (no leader, no quorum).
+func tryElsewhere(err error) bool {
+	var e *etcdError
+	if errors.As(err, &e) {
+		return e.Code == codeUnavailable
+	}
+	return true
+}
+
+// stream posts body to path and returns the answer's body, which streams
+// one JSON object per message, for the caller to close. It goes to the
+// preferred member, moving on to the next one only when a member refuses
+// the connection (nothing was sent): a watch is not hedged.
+func (c *client) stream(ctx context.Context, path string, body []byte) (io.ReadCloser, error) {
 	token, err := c.authToken(ctx)
 	if err != nil {
 		return nil, err
 	}
-	first := int(c.preferred.Load())
+	names := c.endpoints.Names()
 	var lastErr error
-	for i := range c.endpoints {
-		n := (first + i) % len(c.endpoints)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoints[n]+path, bytes.NewReader(body))
+	for _, n := range c.endpoints.Order() {
+		req, err := c.request(ctx, names[n]+path, body, token)
 		if err != nil {
 			return nil, err
 		}
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", token)
-		}
 		resp, err := c.hc.Do(req)
-		if err == nil {
-			c.preferred.Store(int32(n))
-			return resp, nil
+		if err != nil {
+			lastErr = err
+			var op *net.OpError
+			if !errors.As(err, &op) || op.Op != "dial" || ctx.Err() != nil {
+				c.endpoints.Failed(n)
+				return nil, err
+			}
+			continue
 		}
-		lastErr = err
-		var op *net.OpError
-		if !errors.As(err, &op) || op.Op != "dial" || ctx.Err() != nil {
-			c.failed(req)
-			return nil, err
+		c.endpoints.Answered(n)
+		if resp.StatusCode != http.StatusOK {
+			data, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return nil, parseError(resp.StatusCode, data)
 		}
+		return resp.Body, nil
 	}
 	return nil, lastErr
 }
 
-// failed makes the next call start with the member after the one req went
-// to: it did not answer in time, broke the connection or lost its quorum.
-func (c *client) failed(req *http.Request) {
-	for i, e := range c.endpoints {
-		if strings.HasSuffix(e, "//"+req.URL.Host) {
-			c.preferred.CompareAndSwap(int32(i), int32((i+1)%len(c.endpoints)))
-			return
-		}
-	}
-}
-
 // authToken returns the token that authenticates calls, asking etcd for one
-// on first use when the URL names a user.
+// (hedged, as every request) on first use when the URL names a user.
 func (c *client) authToken(ctx context.Context) (string, error) {
 	if c.user == "" {
 		return "", nil
@@ -193,43 +225,20 @@ func (c *client) authToken(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	first := int(c.preferred.Load())
-	var lastErr error
-	for i := range c.endpoints {
-		n := (first + i) % len(c.endpoints)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoints[n]+"/v3/auth/authenticate", bytes.NewReader(body))
-		if err != nil {
-			return "", err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.hc.Do(req)
-		if err != nil {
-			lastErr = err
-			var op *net.OpError
-			if errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil {
-				continue
-			}
-			return "", err
-		}
-		data, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return "", err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return "", parseError(resp.StatusCode, data)
-		}
-		var out struct {
-			Token string `json:"token"`
-		}
-		if err := json.Unmarshal(data, &out); err != nil {
-			return "", fmt.Errorf("unreadable answer to authenticate: %w", err)
-		}
-		c.preferred.Store(int32(n))
-		c.token = out.Token
-		return c.token, nil
+	data, err := failover.Do(ctx, c.endpoints, func(ctx context.Context, base string) ([]byte, error) {
+		return c.send(ctx, base+"/v3/auth/authenticate", body, "")
+	}, tryElsewhere)
+	if err != nil {
+		return "", err
 	}
-	return "", lastErr
+	var out struct {
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return "", fmt.Errorf("unreadable answer to authenticate: %w", err)
+	}
+	c.token = out.Token
+	return c.token, nil
 }
 
 func (c *client) dropToken() {

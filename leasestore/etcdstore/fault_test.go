@@ -69,10 +69,19 @@ const childScript = `echo "started $LEASECTL_FENCING_TOKEN $$"; exec sleep 60`
 // against url in namespace ns; a --ttl in args wins.
 func run(t *testing.T, url, ns, job string, args ...string) *proc {
 	t.Helper()
+	return runIn(t, "", url, ns, job, args...)
+}
+
+// runIn is run with XDG_STATE_HOME set to state ("": the test process's).
+func runIn(t *testing.T, state, url, ns, job string, args ...string) *proc {
+	t.Helper()
 	argv := append([]string{"run", "--job", job, "--ttl", "3s"}, args...)
 	argv = append(argv, "--", "sh", "-c", childScript)
 	cmd := testenv.Command(t, argv...)
 	cmd.Env = append(os.Environ(), "LEASECTL_STORE="+url, "LEASECTL_NAMESPACE="+ns, "LEASECTL_LOG_FORMAT=json")
+	if state != "" {
+		cmd.Env = append(cmd.Env, "XDG_STATE_HOME="+state)
+	}
 	return &proc{Process: testenv.Start(t, cmd), t: t}
 }
 

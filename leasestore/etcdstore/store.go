@@ -1,11 +1,11 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"sync"
 	"time"
@@ -380,12 +380,11 @@ func (s *Store) keepAlive(ctx context.Context, op string, ids ...int64) ([]int64
 		}
 		body = append(body, b...)
 	}
-	stream, err := s.c.stream(ctx, "/v3/lease/keepalive", body)
+	answer, err := s.c.exchange(ctx, "/v3/lease/keepalive", body)
 	if err != nil {
 		return nil, s.unavailable(op, err)
 	}
-	defer stream.Close()
-	dec := json.NewDecoder(stream)
+	dec := json.NewDecoder(bytes.NewReader(answer))
 	ttls := make([]int64, len(ids))
 	for i := range ids {
 		var msg struct {
@@ -402,11 +401,6 @@ func (s *Store) keepAlive(ctx context.Context, op string, ids ...int64) ([]int64
 			return nil, s.unavailable(op, errors.New("keep-alive answered for another lease"))
 		}
 		ttls[i] = msg.Result.TTL
-	}
-	// The answer ends with the request: reading it to the end lets the
-	// connection serve the next call.
-	if _, err := io.Copy(io.Discard, stream); err != nil {
-		return nil, s.unavailable(op, fmt.Errorf("keep-alive answer: %w", err))
 	}
 	return ttls, nil
 }

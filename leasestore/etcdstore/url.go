@@ -42,9 +42,12 @@ const (
 //	etcds://...?ca=/path/ca.pem&cert=/path/client.pem&key=/path/client-key.pem
 //
 // Each host is a member's client endpoint, port 2379 when left out (of
-// several, the last must name its port: Go's URL parser wants it); calls go
-// to one member and move on to the next when it refuses connections,
-// times out or lost its quorum. etcds:// speaks TLS, checking the members'
+// several, the last must name its port: Go's URL parser wants it); a call
+// goes to one member, and to the next as well when that one breaks the
+// connection, says it lost its quorum, or leaves the call unanswered past
+// a quarter of its deadline (at most 500 ms; failover.HedgeAfter). A member
+// that went silent is tried last for a while, by the processes that start
+// on the host meanwhile too. etcds:// speaks TLS, checking the members'
 // certificates against ca (the system's roots when left out) and presenting
 // cert and key when given. The user and password can also come from
 // LEASECTL_ETCD_USER and LEASECTL_ETCD_PASSWORD, and ca, cert and key from

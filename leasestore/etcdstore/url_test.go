@@ -28,8 +28,8 @@ func TestOpenURL(t *testing.T) {
 			t.Errorf("Open(%s): %v", tc.url, err)
 			continue
 		}
-		if strings.Join(s.c.endpoints, " ") != strings.Join(tc.endpoints, " ") || s.c.user != tc.user {
-			t.Errorf("Open(%s): endpoints %v user %q, want %v %q", tc.url, s.c.endpoints, s.c.user, tc.endpoints, tc.user)
+		if strings.Join(s.c.endpoints.Names(), " ") != strings.Join(tc.endpoints, " ") || s.c.user != tc.user {
+			t.Errorf("Open(%s): endpoints %v user %q, want %v %q", tc.url, s.c.endpoints.Names(), s.c.user, tc.endpoints, tc.user)
 		}
 	}
 }

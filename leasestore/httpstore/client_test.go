@@ -34,6 +34,10 @@ func TestOpenURLs(t *testing.T) {
 		reason string // "": valid
 	}{
 		{"https://registry.internal:8443", httpstore.Options{}, ""},
+		{"https://a.internal:8443,b.internal:8443/leasectl", httpstore.Options{}, ""},
+		{"http://127.0.0.1:8080,[::1]:8080", httpstore.Options{}, ""},
+		{"http://127.0.0.1:8080,registry.internal:8080", httpstore.Options{}, "only to a loopback address"},
+		{"https://a.internal:8443,", httpstore.Options{}, "no host"},
 		{"https://registry.internal:8443/leasectl/?region=us-east-1", httpstore.Options{CAFile: certs.CA}, ""},
 		{"http://127.0.0.1:8080", httpstore.Options{}, ""},
 		{"http://[::1]:8080", httpstore.Options{}, ""},

@@ -14,7 +14,13 @@
 // picked turned out dead, within the same deadline; Acquire may be asked
 // again because it is idempotent for its holder); Release is sent with an
 // Idempotency-Key derived from the lease and outcome, so that a retry
-// after a lost answer gets the first answer instead of ErrLeaseLost.
+// after a lost answer gets the first answer instead of ErrLeaseLost. With
+// several registries (https://a,b), a call that one leaves unanswered
+// past the hedge bound goes to the next as well (leasestore/failover), each
+// request carrying its sender's deadline on the registry's clock
+// (registries.go), and the holder of an acquire that went to more than one
+// gives up on its other grants once its run is refused or released
+// (late.go).
 //
 // It is a leasestore.LateRecorder: RecordLate is the store's RecordLate in
 // the registry. Through a registry whose store does not record late

@@ -1,7 +1,6 @@
 package httpstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,31 +8,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/failover"
 	"github.com/leasectl/leasectl/registry/api"
 )
 
 // Store is a leasestore.Store reached through a registry.
 type Store struct {
-	base      *url.URL
-	display   string // the registry's URL, for messages
-	client    *http.Client
-	transport *http.Transport
-	token     string
-	namespace string
-	region    string
+	registries *failover.Endpoints // base URLs: scheme, host and path prefix
+	clocks     clocks              // the last clock reading of each registry
+	display    string              // the registries' URL, for messages
+	client     *http.Client
+	transport  *http.Transport
+	token      string
+	namespace  string
+	region     string
 	// noRTT is set once the registry refused a heartbeat's round trip
 	// (a registry older than it).
 	noRTT atomic.Bool
-	feed  feed // token watches (tokenfeed.go)
+	// copied holds the runs (copiedKey) whose acquire went to more than
+	// one registry and was granted: a copy may still land (late.go).
+	copied sync.Map
+	feed   feed // token watches (tokenfeed.go)
 }
 
 var _ leasestore.Store = (*Store)(nil)
@@ -90,66 +93,58 @@ type call struct {
 	body   any
 	// key, when not empty, is sent as the Idempotency-Key.
 	key string
+	// single sends the call to the preferred registry alone: a long-poll,
+	// whose answer comes late by design, and which a registry holds for
+	// its own subscription or token watch.
+	single bool
+	// copies, when set, counts the copies of the request sent.
+	copies *atomic.Int32
 }
 
 // do sends c, bounded by ctx, and decodes a 2xx answer into out (nil: none).
 // A refusal of the store comes back as its leasestore error; anything else
 // that keeps the call from being answered is a *leasestore.UnavailableError.
+// It goes to the registries as failover.Do sends it, or to the preferred one
+// alone when c.single is set.
 func (s *Store) do(ctx context.Context, c call, out any) error {
-	var body io.Reader
+	var body []byte
 	if c.body != nil {
 		b, err := json.Marshal(c.body)
 		if err != nil {
 			return &leasestore.UnavailableError{Op: c.op, Err: err}
 		}
-		body = bytes.NewReader(b)
+		body = b
 	}
-	target := s.base.String() + c.path
-	if len(c.query) > 0 {
-		target += "?" + c.query.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, c.method, target, body)
-	if err != nil {
-		return &leasestore.UnavailableError{Op: c.op, Err: err}
-	}
-	h := req.Header
-	h.Set("Accept", "application/json")
-	if c.body != nil {
-		h.Set("Content-Type", "application/json")
-	}
-	if s.token != "" {
-		h.Set("Authorization", "Bearer "+s.token)
-	}
-	h.Set(api.HeaderNamespace, s.namespace)
-	if deadline, ok := ctx.Deadline(); ok {
-		h.Set(api.HeaderTimeout, strconv.FormatInt(max(time.Until(deadline).Milliseconds(), 1), 10))
-	}
-	if c.key != "" {
-		h.Set(api.HeaderIdempotencyKey, c.key)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL is named below, once
+	send := func(ctx context.Context, base string) (*reply, error) {
+		if c.copies != nil {
+			c.copies.Add(1)
 		}
+		return s.send(ctx, base, c, body)
+	}
+	var r *reply
+	var err error
+	if c.single {
+		r, err = send(ctx, s.registries.Names()[s.registries.Order()[0]])
+	} else {
+		r, err = failover.Do(ctx, s.registries, send, tryElsewhere)
+	}
+	var busy *busyError
+	if errors.As(err, &busy) {
+		r, err = busy.reply, nil
+	}
+	if err != nil {
 		return &leasestore.UnavailableError{Op: c.op, Err: fmt.Errorf("registry %s: %w", s.display, err)}
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		return &leasestore.UnavailableError{Op: c.op, Err: fmt.Errorf("registry %s: reading the answer: %w", s.display, err)}
-	}
-	if resp.StatusCode/100 == 2 {
+	if r.status/100 == 2 {
 		if out == nil {
 			return nil
 		}
-		if err := json.Unmarshal(data, out); err != nil {
-			return &leasestore.UnavailableError{Op: c.op, Err: fmt.Errorf("registry %s: a %d answer that is not the API's: %w", s.display, resp.StatusCode, err)}
+		if err := json.Unmarshal(r.data, out); err != nil {
+			return &leasestore.UnavailableError{Op: c.op, Err: fmt.Errorf("registry %s: a %d answer that is not the API's: %w", s.display, r.status, err)}
 		}
 		return nil
 	}
-	return s.refusal(c.op, resp.StatusCode, data)
+	return s.refusal(c.op, r.status, r.data)
 }
 
 // maxAnswer bounds an answer read from the registry: a listing of every
@@ -212,7 +207,12 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		req.Region = s.region
 	}
 	var l api.Lease
-	err := s.do(ctx, call{op: "acquire", method: http.MethodPost, path: api.PathAcquire, body: api.FromAcquireRequest(req), key: randomKey()}, &l)
+	var copies atomic.Int32
+	err := s.do(ctx, call{op: "acquire", method: http.MethodPost, path: api.PathAcquire, body: api.FromAcquireRequest(req),
+		key: randomKey(), copies: &copies}, &l)
+	if copies.Load() > 1 {
+		s.copiedAcquire(ctx, req, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -252,8 +252,12 @@ func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore
 	body := api.FromRelease(l, out)
 	b, _ := json.Marshal(body)
 	sum := sha256.Sum256(b)
-	return s.do(ctx, call{op: "release", method: http.MethodPost, path: api.PathRelease, body: body,
+	err := s.do(ctx, call{op: "release", method: http.MethodPost, path: api.PathRelease, body: body,
 		key: "release-" + hex.EncodeToString(sum[:16])}, nil)
+	if err == nil || errors.Is(err, leasestore.ErrLeaseLost) {
+		s.releasedCopied(ctx, l)
+	}
+	return err
 }
 
 // Scan runs the reaper's pass in the store; see leasestore.Store.

@@ -104,7 +104,7 @@ func (sub *subscription) poll() {
 		sub.mu.Unlock()
 		ctx, cancel := context.WithTimeout(sub.ctx, pollTimeout+pollMargin)
 		var w api.Wait
-		err := sub.store.do(ctx, call{op: "wait", method: http.MethodGet, path: api.PathSubscription + url.PathEscape(id), query: q}, &w)
+		err := sub.store.do(ctx, call{op: "wait", method: http.MethodGet, path: api.PathSubscription + url.PathEscape(id), query: q, single: true}, &w)
 		cancel()
 		if sub.ctx.Err() != nil {
 			return

@@ -273,7 +273,7 @@ func (w *tokenWatch) poll() {
 		q := url.Values{"after": {strconv.FormatInt(after, 10)}, "timeout_ms": {strconv.FormatInt(api.MS(pollTimeout), 10)}}
 		ctx, cancel := context.WithTimeout(w.ctx, pollTimeout+pollMargin)
 		var ts api.TokenStates
-		err := s.do(ctx, call{op: "poll token watch", method: http.MethodGet, path: api.PathTokenWatch + url.PathEscape(id), query: q}, &ts)
+		err := s.do(ctx, call{op: "poll token watch", method: http.MethodGet, path: api.PathTokenWatch + url.PathEscape(id), query: q, single: true}, &ts)
 		cancel()
 		if w.ctx.Err() != nil {
 			return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/failover"
 )
 
 func init() {
@@ -50,16 +51,25 @@ type Options struct {
 }
 
 // Open returns the Store that reaches the registry at rawURL:
-// https://host[:port][/path] (the path, if any, prefixes every route, for
-// a registry behind a reverse proxy), or http:// to a loopback address,
-// with ?region=R to ask only for jobs of region R. namespace is sent with
-// every call; the registry refuses one it does not serve.
+// https://host[:port][,host[:port]...][/path] (the path, if any, prefixes
+// every route, for a registry behind a reverse proxy), or http:// to
+// loopback addresses, with ?region=R to ask only for jobs of region R.
+// namespace is sent with every call; the registry refuses one it does not
+// serve. Several hosts are registries in front of the same store: a call
+// goes to one, and to the next as well when that one breaks the
+// connection, answers 502, 503 or 504, or leaves the call unanswered past
+// a quarter of its deadline (at most 500 ms; failover.HedgeAfter); a
+// registry that went silent is tried last for a while, by the processes
+// that start on the host meanwhile too. Long-polls go to one registry.
 //
 // Open reads the CA and client certificate files but does not contact the
 // registry: the first call does. A URL or file it cannot use is a
 // *leasestore.URLError.
 func Open(rawURL, namespace string, opts Options) (*Store, error) {
-	u, err := url.Parse(rawURL)
+	// Go's URL parser takes one host: the URL is parsed with the first,
+	// and each host on its own.
+	hosts := splitHosts(rawURL)
+	u, err := url.Parse(strings.Replace(rawURL, strings.Join(hosts, ","), hosts[0], 1))
 	if err != nil {
 		return nil, &leasestore.URLError{URL: rawURL, Reason: "not a URL"}
 	}
@@ -69,14 +79,22 @@ func Open(rawURL, namespace string, opts Options) (*Store, error) {
 	switch {
 	case u.Scheme != "https" && u.Scheme != "http":
 		return nil, bad("a registry URL is https:// (or http:// to a loopback address)")
-	case u.Host == "" || u.Hostname() == "":
-		return nil, bad("no host")
 	case u.User != nil:
 		return nil, bad("no user or password in a registry URL: put the token in %s", EnvToken)
 	case u.Fragment != "":
 		return nil, bad("no #fragment in a registry URL")
-	case u.Scheme == "http" && !isLoopback(u.Hostname()):
-		return nil, bad("http:// is allowed only to a loopback address (127.0.0.1, ::1, localhost): use https://")
+	}
+	var bases, shown []string
+	for _, host := range hosts {
+		h, err := url.Parse(u.Scheme + "://" + host)
+		switch {
+		case err != nil || h.Host != host || h.Hostname() == "":
+			return nil, bad("no host")
+		case u.Scheme == "http" && !isLoopback(h.Hostname()):
+			return nil, bad("http:// is allowed only to a loopback address (127.0.0.1, ::1, localhost): use https://")
+		}
+		base := (&url.URL{Scheme: u.Scheme, Host: host, Path: strings.TrimSuffix(u.Path, "/")}).String()
+		bases, shown = append(bases, base), append(shown, leasestore.Redact(base))
 	}
 	q := u.Query()
 	region := q.Get("region")
@@ -115,7 +133,6 @@ func Open(rawURL, namespace string, opts Options) (*Store, error) {
 		}
 		tlsConf.Certificates = []tls.Certificate{cert}
 	}
-	base := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: strings.TrimSuffix(u.Path, "/")}
 	// HTTP/1.1: a supervisor makes one call at a time (and holds a
 	// long-poll on a second connection when it waits), so HTTP/2's
 	// multiplexing buys nothing, and Go's HTTP/2 server spent about three
@@ -131,8 +148,8 @@ func Open(rawURL, namespace string, opts Options) (*Store, error) {
 		IdleConnTimeout:     idleConnTimeout,
 	}
 	return &Store{
-		base:    base,
-		display: leasestore.Redact(base.String()),
+		registries: failover.New(bases, failover.DefaultNotes()),
+		display:    strings.Join(shown, ","),
 		client: &http.Client{
 			Transport: transport,
 			// A registry never redirects: a 3xx comes from something else
@@ -153,6 +170,22 @@ const (
 	keepAlive       = 15 * time.Second
 	idleConnTimeout = 90 * time.Second
 )
+
+// splitHosts returns the hosts of rawURL's authority, which a comma
+// separates; the authority whole when it is not one.
+func splitHosts(rawURL string) []string {
+	_, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return []string{""}
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if strings.Contains(rest, "@") {
+		return []string{rest} // user information: refused whole
+	}
+	return strings.Split(rest, ",")
+}
 
 // isLoopback reports whether host is a loopback address or localhost.
 func isLoopback(host string) bool {

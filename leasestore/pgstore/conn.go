@@ -47,11 +47,20 @@ func (s *Store) get(ctx context.Context) (c *pgconn.PgConn, pooled bool, err err
 	}
 }
 
-// dial opens a connection with cfg.
+// dial opens a connection with cfg: to one of its hosts, as dialHosts
+// does, when it names several.
 func (s *Store) dial(ctx context.Context, cfg *pgconn.Config) (*pgconn.PgConn, error) {
 	if s.closed.Load() {
 		return nil, errClosed
 	}
+	if names, byName := hosts(cfg); names != nil {
+		return s.dialHosts(ctx, names, byName)
+	}
+	return s.dialOne(ctx, cfg)
+}
+
+// dialOne opens a connection with cfg as pgconn does.
+func (s *Store) dialOne(ctx context.Context, cfg *pgconn.Config) (*pgconn.PgConn, error) {
 	if s.preferTLS != nil {
 		cfg = cfg.Copy()
 		cfg.DialFunc = negotiatingDial(cfg.DialFunc, s.preferTLS)

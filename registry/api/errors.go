@@ -28,6 +28,7 @@ const (
 	CodeNotRunning           = "not_running"               // 409: stop of a job that has no live lease
 	CodeStaleToken           = "stale_token"               // 409: check-token: not the current token, or not live
 	CodeDeadlinePassed       = "deadline_passed"           // 410: the job's ttl_deadline passed: no more retries
+	CodeRequestExpired       = "request_expired"           // 408: the request arrived after its sender's deadline (HeaderDeadline); it was not run
 	CodeTokenWatchBehind     = "token_watch_behind"        // 410: a token watch's client fell behind and states were dropped; the watch is gone
 	CodeRequestTooLarge      = "request_too_large"         // 413
 	CodeIdempotencyKeyReused = "idempotency_key_reused"    // 422: the key came before with another request
@@ -50,7 +51,7 @@ func Codes() []string {
 		CodeLeaseLost, CodeNotQuarantined, CodeStaleToken, CodeDeadlinePassed, CodeRequestTooLarge,
 		CodeIdempotencyKeyReused, CodeQuarantined, CodeRateLimited, CodeInternal, CodeStoreUnavailable,
 		CodeShuttingDown, CodeTooManySubscriptions, CodeTokenWatchNotFound, CodeTokenWatchBehind, CodeNoTokenFeed,
-		CodeTooManyTokenWatches, CodeNoLateOutcomes, CodeNotRunning,
+		CodeTooManyTokenWatches, CodeNoLateOutcomes, CodeNotRunning, CodeRequestExpired,
 	}
 }
 
@@ -72,6 +73,8 @@ func Status(code string) int {
 		return http.StatusConflict
 	case CodeDeadlinePassed, CodeTokenWatchBehind:
 		return http.StatusGone
+	case CodeRequestExpired:
+		return http.StatusRequestTimeout
 	case CodeRequestTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case CodeIdempotencyKeyReused:
