@@ -18,8 +18,8 @@ const (
 	exitUnavailable = 69  // EX_UNAVAILABLE: the store is unreachable or failing
 	exitHeld        = 75  // EX_TEMPFAIL: held elsewhere (--conflict-exit-code changes it)
 	exitQuarantined = 76  // the job is quarantined
-	exitDeadline    = 77  // the job's ttl_deadline passed: it is no longer retried (seed 002)
-	exitRegion      = 78  // the job belongs to another region than the worker's (seed 002)
+	exitDeadline    = 77  // the job's hard deadline (--ttl-deadline) passed: it is no longer retried
+	exitRegion      = 78  // the job belongs to another region than the worker's
 	exitForbidden   = 79  // the store refused the operation to the credentials' role (a registry's 403)
 	exitMaxRuntime  = 124 // --max-runtime passed (like timeout(1))
 	exitStopped     = 80  // an operator stopped the run (leasectl stop)

@@ -47,7 +47,7 @@ func NewCmdServe(f *Factory, runF func(*ServeOptions) error) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "serve --listen ADDR --tokens FILE [--tls-cert FILE --tls-key FILE [--client-ca FILE]]",
 		Short: "Serve the execution registry: the store over HTTP, for workers that cannot reach it",
-		Long: `Serve seed 002's execution registry: an HTTP/JSON API in front of the store
+		Long: `Serve the execution registry: an HTTP/JSON API in front of the store
 named by --store, so that workers that may not reach the store itself run
 their jobs through it with --store https://HOST:PORT (and LEASECTL_TOKEN).
 Every operation is one call of the store, so its guarantees hold unchanged.

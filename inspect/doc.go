@@ -74,7 +74,7 @@
 //
 //	{"job": string,
 //	 "state": "IDLE" | "RUNNING" | "CRASHED" | "QUARANTINED",
-//	 "region": string,         // seed 002's; "" when none was recorded
+//	 "region": string,         // "" when none was recorded
 //	 "now": time,              // the store's clock
 //	 "holder": Lease | null,   // the live lease, when RUNNING
 //	 "crashed": Crash | null,  // uncounted evidence, when CRASHED

@@ -91,8 +91,8 @@ func ValidateNamespace(ns string) error {
 // MaxRegionLen is the longest region a worker may name.
 const MaxRegionLen = 64
 
-// ValidateRegion checks a region (seed 002's regional isolation, as
-// AcquireRequest.Region): 1–64 bytes of the job ID character set, since a
+// ValidateRegion checks a region (AcquireRequest.Region: the jobs of a
+// region run only in it): 1–64 bytes of the job ID character set, since a
 // store keeps it on the job's record and may use it in keys.
 func ValidateRegion(region string) error {
 	if region == "" || len(region) > MaxRegionLen {

@@ -180,13 +180,13 @@ type AcquireRequest struct {
 	EvidenceTTL time.Duration // crash evidence TTL, longer than TTL
 	MaxCrashes  int           // consecutive crashes that quarantine the job
 	MinInterval time.Duration // refuse if the last success is younger; 0: off
-	// Region, when not empty, is the region of the worker asking (seed 002's
-	// regional isolation). The job's first grant that names a region
+	// Region, when not empty, is the region of the worker asking, for jobs
+	// that must run in one region only. The job's first grant that names a region
 	// records it, and a request naming another region is refused
 	// (*RegionError). An empty Region is not restricted and records nothing.
 	Region string
-	// Deadline, when not zero, is the job's hard deadline (seed 002's
-	// ttl_deadline): once the store's clock is past it, the job is no longer
+	// Deadline, when not zero, is the job's hard deadline (--ttl-deadline,
+	// the registry API's ttl_deadline): once the store's clock is past it, the job is no longer
 	// granted (*DeadlineError), so that it stops being retried. It is the
 	// caller's to give, like MinInterval: the store compares, it keeps
 	// nothing.

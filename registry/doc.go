@@ -1,7 +1,6 @@
-// Package registry is leasectl's execution registry (seed 002, `leasectl
-// serve`): an HTTP/JSON server in front of any leasestore.Store, so that
-// workers that cannot reach the store itself (a Redis or an etcd closed to
-// them) acquire, heartbeat, complete and release jobs through it, and
+// Package registry is leasectl's execution registry (`leasectl serve`): an
+// HTTP/JSON server in front of any leasestore.Store, so that workers that
+// cannot reach the store itself (a Redis or an etcd closed to them) acquire, heartbeat, complete and release jobs through it, and
 // on-call tools see and act on them. Package api holds the wire form;
 // leasestore/httpstore is the client that makes a registry a store again.
 //

@@ -61,7 +61,7 @@ type Config struct {
 	// Region is the worker's region: a job first granted in a region is
 	// refused to workers of others (*leasestore.RegionError). "": any.
 	Region string
-	// Deadline is the job's hard deadline (seed 002's ttl_deadline): past
+	// Deadline is the job's hard deadline (--ttl-deadline): past
 	// it by the store's clock (on etcd, the acquiring host's), the job is
 	// refused for good (*leasestore.DeadlineError), with --wait too. Zero:
 	// none.

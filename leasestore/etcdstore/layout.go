@@ -80,7 +80,7 @@ type record struct {
 	Quarantine  *leasestore.Quarantine  `json:"quarantine,omitempty"`
 	LastOutcome *leasestore.LastOutcome `json:"last_outcome,omitempty"`
 	History     []leasestore.Event      `json:"history,omitempty"`
-	// Region is the job's region (seed 002), recorded by its first grant
+	// Region is the job's region, recorded by its first grant
 	// that named one and kept. Records written before regions were kept
 	// have none: their jobs are unrestricted until such a grant.
 	Region string `json:"region,omitempty"`

@@ -48,7 +48,7 @@ type Abilities struct {
 	MinTTL time.Duration
 	// RegionsAndDeadlines: the store keeps AcquireRequest.Region on the
 	// job's record and refuses an acquire past AcquireRequest.Deadline
-	// (seed 002's region and ttl_deadline). Every store should; the suite
+	// (regions and hard deadlines). Every store should; the suite
 	// checks them only on a store that says so, so that a driver written
 	// before them keeps passing until it catches up.
 	RegionsAndDeadlines bool
@@ -659,7 +659,7 @@ func testMinInterval(t *testing.T, h fixture) {
 	Acquire(t, s, req)
 }
 
-// testRegion checks seed 002's regional isolation: the first grant that
+// testRegion checks regional isolation: the first grant that
 // names a region records it, and requests from other regions are refused
 // without changing anything, whether the job is held or free.
 func testRegion(t *testing.T, h fixture) {
@@ -713,7 +713,7 @@ func testRegion(t *testing.T, h fixture) {
 	}
 }
 
-// testDeadline checks seed 002's ttl_deadline: past it, Acquire refuses,
+// testDeadline checks the hard deadline (ttl_deadline): past it, Acquire refuses,
 // after counting a crash it found; before it, and for the holder of the
 // live lease, Acquire grants as usual.
 func testDeadline(t *testing.T, h fixture) {

@@ -172,7 +172,7 @@ func TestAcquireRequestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestSeedState(t *testing.T) {
+func TestExecutionState(t *testing.T) {
 	completed := &leasestore.LastOutcome{Outcome: leasestore.Outcome{Result: leasestore.ResultCompleted}}
 	failed := &leasestore.LastOutcome{Outcome: leasestore.Outcome{Result: leasestore.ResultFailed}}
 	tests := []struct {
@@ -186,8 +186,8 @@ func TestSeedState(t *testing.T) {
 		{leasestore.JobStatus{Quarantine: &leasestore.Quarantine{}, LastOutcome: completed}, "FAILED"},
 	}
 	for _, tc := range tests {
-		if got := api.SeedState(&tc.st); got != tc.want {
-			t.Errorf("SeedState(%+v) = %s, want %s", tc.st, got, tc.want)
+		if got := api.ExecutionState(&tc.st); got != tc.want {
+			t.Errorf("ExecutionState(%+v) = %s, want %s", tc.st, got, tc.want)
 		}
 	}
 }

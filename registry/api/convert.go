@@ -393,12 +393,14 @@ func (h *Holder) ToStore() leasestore.Holder {
 		LastRTT: time.Duration(h.LastRTTUS) * time.Microsecond, Stop: h.Stop.ToStore()}
 }
 
-// SeedState is seed 002's state of a job with status st: RUNNING while a
+// ExecutionState is the execution state the API reports beside leasectl's
+// own (JobStatus.State beside LeaseState), in the words of a client that
+// runs jobs through it and asks whether one is done: RUNNING while a
 // run holds a live lease; else FAILED when it is quarantined (refused
 // until an operator acts); else COMPLETED when its last run completed;
 // else PENDING (never run, or its last run failed, crashed or did not
 // start: it may be retried).
-func SeedState(st *leasestore.JobStatus) string {
+func ExecutionState(st *leasestore.JobStatus) string {
 	switch {
 	case st.Holder != nil:
 		return "RUNNING"
@@ -414,7 +416,7 @@ func SeedState(st *leasestore.JobStatus) string {
 // FromStatus is st on the wire.
 func FromStatus(st *leasestore.JobStatus) JobStatus {
 	a := JobStatus{
-		JobID: st.Job, State: SeedState(st), LeaseState: string(st.State), FencingToken: st.LastToken,
+		JobID: st.Job, State: ExecutionState(st), LeaseState: string(st.State), FencingToken: st.LastToken,
 		Attempt: st.Attempts, Region: st.Region, Now: st.Now.UTC(), Crashes: st.Crashes, MaxCrashes: st.MaxCrashes,
 		History: make([]Event, 0, len(st.History)),
 	}

@@ -1,5 +1,5 @@
-// Package api is the wire form of leasectl's execution registry (seed 002,
-// `leasectl serve`): its paths and headers, the JSON bodies of requests and
+// Package api is the wire form of leasectl's execution registry
+// (`leasectl serve`): its paths and headers, the JSON bodies of requests and
 // answers, the one error shape with its stable codes, and the conversions
 // between them and leasestore's types and typed errors. The server
 // (package registry) and the remote store driver (leasestore/httpstore)

@@ -4,8 +4,7 @@ package api
 // breaks clients gets a new version, served beside this one.
 const Prefix = "/v1/registry"
 
-// Paths of the registry's routes (docs/registry-openapi.yaml). The seed's
-// names are kept where they fit.
+// Paths of the registry's routes (docs/registry-openapi.yaml).
 const (
 	PathAcquire      = Prefix + "/acquire-job"      // POST: acquire (worker)
 	PathHeartbeat    = Prefix + "/heartbeat"        // POST: renew (worker)

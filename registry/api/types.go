@@ -2,8 +2,8 @@ package api
 
 import "time"
 
-// AcquireRequest is the body of POST PathAcquire: seed 002's job_id,
-// worker_id and region, and what leasectl's own runs add. Only job_id and
+// AcquireRequest is the body of POST PathAcquire: job_id, worker_id and
+// region, which any client sends, and what leasectl's own runs add. Only job_id and
 // worker_id are required; see DefaultTTL and its neighbours for the rest.
 type AcquireRequest struct {
 	JobID         string     `json:"job_id"`
@@ -19,8 +19,8 @@ type AcquireRequest struct {
 	TTLDeadline   *time.Time `json:"ttl_deadline,omitempty"`
 }
 
-// Lease is the answer to an acquire: seed 002's fencing_token,
-// lease_expiry, attempt and ttl_deadline, and the rest of the grant.
+// Lease is the answer to an acquire: fencing_token, lease_expiry, attempt
+// and ttl_deadline, and the rest of the grant.
 type Lease struct {
 	JobID        string    `json:"job_id"`
 	WorkerID     string    `json:"worker_id"`
@@ -37,8 +37,8 @@ type Lease struct {
 }
 
 // HeartbeatRequest is the body of POST PathHeartbeat. ttl_ms is required:
-// a renewal extends the lease by it, and the seed's request, which lacks
-// it, would leave the registry guessing.
+// a renewal extends the lease by it, and a request without it would leave
+// the registry guessing.
 type HeartbeatRequest struct {
 	JobID        string `json:"job_id"`
 	WorkerID     string `json:"worker_id"`
@@ -127,13 +127,13 @@ type Success struct {
 	Success bool `json:"success"`
 }
 
-// JobStatus is the answer to GET PathStatus: seed 002's state, owner,
-// fencing_token, lease_expiry and attempt, then everything leasectl's own
-// status shows.
+// JobStatus is the answer to GET PathStatus: a job's execution state,
+// owner, fencing_token, lease_expiry and attempt, for clients that run jobs
+// through the API, then everything leasectl's own status shows.
 type JobStatus struct {
 	JobID string `json:"job_id"`
-	// State is seed 002's: PENDING, RUNNING, COMPLETED or FAILED (see
-	// SeedState).
+	// State is the job's execution state: PENDING, RUNNING, COMPLETED or
+	// FAILED (see ExecutionState).
 	State string `json:"state"`
 	// LeaseState is leasectl's: IDLE, RUNNING, CRASHED or QUARANTINED.
 	LeaseState   string       `json:"lease_state"`
