@@ -45,7 +45,7 @@ func (t *inTime) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d, ok := api.ParseClock(r.Header.Get(api.HeaderDeadline)); ok && d.Instance == t.instance && now.Micros > d.Micros {
 		late := time.Duration(now.Micros-d.Micros) * time.Microsecond
 		e := api.Errorf(api.CodeRequestExpired, "the request arrived %s after its sender's deadline; it was not run", late)
-		t.log.Warn().Str("method", r.Method).Str("path", r.URL.Path).Str("remote", r.RemoteAddr).Dur("late", late).
+		t.log.Warn().Str("method", r.Method).Str("path", r.URL.Path).Str("remote", r.RemoteAddr).Dur("late_by", late).
 			Int("status", e.Status()).Str("code", e.Code).Msg("request")
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
