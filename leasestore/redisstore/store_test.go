@@ -305,7 +305,7 @@ func TestRedisKeysShareTheShardHashTag(t *testing.T) {
 	tag := fmt.Sprintf("%s:{%d}:", ns, shardOf(job))
 	want := map[string]bool{
 		tag + job + ":e": true, tag + job + ":r": true, tag + job + ":h": true,
-		tag + "live": true, tag + "quarantined": true,
+		tag + "live": true, tag + "quarantined": true, tag + "jobs": true,
 	}
 	for _, k := range strings.Split(keys, "\n") {
 		if !want[k] {
@@ -314,7 +314,7 @@ func TestRedisKeysShareTheShardHashTag(t *testing.T) {
 		delete(want, k)
 	}
 	for k := range want {
-		t.Errorf("key %q missing: want evidence, record and history of the job plus its shard's index and quarantine set", k)
+		t.Errorf("key %q missing: want evidence, record and history of the job plus its shard's index, quarantine set and known jobs", k)
 	}
 }
 
