@@ -171,14 +171,13 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, notified...)
 
-	c.Interactive = f.IO.StdinTTY
 	box := f.hostOutbox()
 	deliverOutbox(ctx, box, store, log, c.Safety)
 	if err := supervise.BecomeSubreaper(); err != nil {
 		runLog.Warn().Err(err).Msg("cannot become a child subreaper; descendants that leave the group will not be tracked")
 	}
 	status.log = runLog
-	child := &supervise.Command{Argv: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: c.Interactive,
+	child := &supervise.Command{Argv: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: f.IO.StdinTTY,
 		Env: storeEnv(f.Globals)}
 	sup := &supervise.Supervisor{
 		Store: store,

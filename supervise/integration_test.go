@@ -34,6 +34,7 @@ import (
 var redisSrv = testserver.Share("test redis-server", redistest.Start, redistest.Options{})
 
 func TestMain(m *testing.M) {
+	crashIfAsked()
 	code := testserver.Run(m, redisSrv)
 	testenv.Cleanup()
 	os.Exit(code)
@@ -782,4 +783,79 @@ func TestSlowLinkIsWarnedAboutAndShown(t *testing.T) {
 	if got, _ := holder["last_rtt_ms"].(float64); got < 150 {
 		t.Errorf("status shows the holder %v with a last round trip of %vms, want at least 150ms", holder, got)
 	}
+}
+
+func TestWhatCountsAsACrashWithTheBinary(t *testing.T) {
+	// Three runs of each ending, at the default --max-crashes 3: a child
+	// that crashed three times quarantines the job; one whose reader went
+	// away or that someone asked to stop does not.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitsToBeKilled := []string{"sh", "-c", "echo pid $$; exec sleep 1000"}
+	tests := []struct {
+		name       string
+		child      []string
+		crash      string         // crashEnv's value, for this test binary as the child
+		readerGone bool           // the child's stdout is a pipe nobody reads
+		kill       syscall.Signal // sent to the child by someone else; 0: none
+		signal     syscall.Signal // what the child dies of
+		want       string         // the last outcome's result
+	}{
+		{name: "real SIGSEGV", child: []string{self}, crash: "segv", signal: syscall.SIGSEGV, want: "CRASHED"},
+		{name: "real SIGABRT", child: []string{self}, crash: "abort", signal: syscall.SIGABRT, want: "CRASHED"},
+		{name: "SIGKILL from someone else", child: waitsToBeKilled, kill: syscall.SIGKILL, signal: syscall.SIGKILL, want: "CRASHED"},
+		{name: "SIGPIPE, its reader gone", child: []string{"seq", "1", "1000000"}, readerGone: true, signal: syscall.SIGPIPE, want: "FAILED"},
+		{name: "SIGTERM from someone else", child: waitsToBeKilled, kill: syscall.SIGTERM, signal: syscall.SIGTERM, want: "FAILED"},
+		{name: "SIGHUP from someone else", child: waitsToBeKilled, kill: syscall.SIGHUP, signal: syscall.SIGHUP, want: "FAILED"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 1; i <= 3; i++ {
+				cmd := leasectl(t, nil, append([]string{"run", "--job", "p", "--"}, tc.child...)...)
+				cmd.Env = append(cmd.Env, crashEnv+"="+tc.crash)
+				var code int
+				switch {
+				case tc.readerGone:
+					cmd.Stdout = readerGone(t)
+					code = exitCode(t, cmd)
+				case tc.kill != 0:
+					r := start(t, cmd)
+					if err := syscall.Kill(r.pid("pid"), tc.kill); err != nil {
+						t.Fatal(err)
+					}
+					code = r.ExitCode()
+				default:
+					code = exitCode(t, cmd)
+				}
+				if want := 128 + int(tc.signal); code != want {
+					t.Fatalf("run %d: exit %d, want %d", i, code, want)
+				}
+			}
+			st := jobStatus(t, "", "p")
+			last, _ := st["last_outcome"].(map[string]any)
+			wantState, wantCrashes := "IDLE", 0.0
+			if tc.want == "CRASHED" {
+				wantState, wantCrashes = "QUARANTINED", 3
+			}
+			if st["state"] != wantState || st["crashes"] != wantCrashes || last["result"] != tc.want || last["signal"] != float64(tc.signal) {
+				t.Errorf("status after three runs: state %v, crashes %v, last outcome %v; want %s, %v crashes, %s by signal %d",
+					st["state"], st["crashes"], last, wantState, wantCrashes, tc.want, tc.signal)
+			}
+		})
+	}
+}
+
+// readerGone is a stdout whose reader has gone, as `leasectl run ... |
+// head -1` has once head exited: a child's next write to it gets SIGPIPE.
+func readerGone(t *testing.T) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	t.Cleanup(func() { w.Close() })
+	return w
 }

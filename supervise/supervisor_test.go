@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/leasectl/leasectl/leasestore"
 )
@@ -244,17 +245,50 @@ func TestMaxRuntimeStopsTheChild(t *testing.T) {
 	}
 }
 
-func TestUnsentSignalIsACrash(t *testing.T) {
-	h := newHarness(t, nil)
-	h.store.grant(10)
-	h.start()
-	h.waitStarted()
-	ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGSEGV})
-	if out.Result != leasestore.ResultCrashed {
-		t.Errorf("outcome %v, want crashed for a SIGSEGV nobody sent", out.Result)
+func TestWhatCountsAsACrash(t *testing.T) {
+	// A child killed by a signal leasectl did not send crashed only if the
+	// signal says the program died abnormally; any other signal is someone
+	// asking it to stop, or a reader gone: a failed run. Either way the
+	// run exits 128+N.
+	tests := []struct {
+		sig  syscall.Signal
+		want leasestore.Result
+	}{
+		{syscall.SIGSEGV, leasestore.ResultCrashed},
+		{syscall.SIGBUS, leasestore.ResultCrashed},
+		{syscall.SIGILL, leasestore.ResultCrashed},
+		{syscall.SIGFPE, leasestore.ResultCrashed},
+		{syscall.SIGTRAP, leasestore.ResultCrashed},
+		{syscall.SIGSYS, leasestore.ResultCrashed},
+		{syscall.SIGABRT, leasestore.ResultCrashed},
+		{syscall.SIGKILL, leasestore.ResultCrashed}, // the OOM killer's
+		{syscall.SIGXCPU, leasestore.ResultCrashed},
+		{syscall.SIGXFSZ, leasestore.ResultCrashed},
+		{syscall.SIGPIPE, leasestore.ResultFailed}, // seq | head -1
+		{syscall.SIGTERM, leasestore.ResultFailed}, // an operator's kill CHILD
+		{syscall.SIGINT, leasestore.ResultFailed},
+		{syscall.SIGHUP, leasestore.ResultFailed},
+		{syscall.SIGQUIT, leasestore.ResultFailed},
+		{syscall.SIGUSR1, leasestore.ResultFailed},
+		{syscall.SIGALRM, leasestore.ResultFailed},
 	}
-	if ending.Exit.ExitCode() != 128+int(syscall.SIGSEGV) {
-		t.Errorf("exit code %d, want 139", ending.Exit.ExitCode())
+	for _, tc := range tests {
+		t.Run(unix.SignalName(tc.sig), func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.store.grant(10)
+			h.start()
+			h.waitStarted()
+			ending, out := h.end(Exit{Code: -1, Signal: tc.sig})
+			if out.Result != tc.want || out.Signal != int(tc.sig) {
+				t.Errorf("outcome %v signal %d, want %v signal %d", out.Result, out.Signal, tc.want, tc.sig)
+			}
+			if got, want := ending.Exit.ExitCode(), 128+int(tc.sig); got != want {
+				t.Errorf("exit code %d, want %d", got, want)
+			}
+			if wantReason := "killed by " + unix.SignalName(tc.sig) + ", which leasectl did not send"; tc.want == leasestore.ResultCrashed && out.Reason != wantReason {
+				t.Errorf("reason %q, want %q", out.Reason, wantReason)
+			}
+		})
 	}
 }
 
@@ -822,17 +856,6 @@ func TestWatchdogsOwnKillBeforeTheDeadlineIsALostLease(t *testing.T) {
 				t.Errorf("reason %q, want it to say the watchdog killed the group", out.Reason)
 			}
 		})
-	}
-}
-
-func TestSIGKILLNobodySentIsACrashNamedSo(t *testing.T) {
-	h := newHarness(t, nil)
-	h.store.grant(10)
-	h.start()
-	h.waitStarted()
-	_, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL}) // the OOM killer; the watchdog did not fire
-	if out.Result != leasestore.ResultCrashed || out.Reason != "killed by SIGKILL, which leasectl did not send" {
-		t.Errorf("outcome %v %q, want crashed, killed by SIGKILL", out.Result, out.Reason)
 	}
 }
 
