@@ -455,6 +455,9 @@ type harness struct {
 	cfg      Config
 	// jitter is the Supervisor's Jitter: no jitter, unless a test sets it.
 	jitter func(time.Duration) time.Duration
+	// storeAs, when set, is the store the Supervisor is given, made of
+	// the fake store (to give it an ability the fake store lacks).
+	storeAs func(*fakeStore) leasestore.Leaser
 }
 
 type runResult struct {
@@ -505,8 +508,12 @@ func (h *harness) start() {
 	if h.log != nil {
 		log = zerolog.New(h.log)
 	}
+	var store leasestore.Leaser = h.store
+	if h.storeAs != nil {
+		store = h.storeAs(h.store)
+	}
 	s := &Supervisor{
-		Store: h.store,
+		Store: store,
 		Clock: h.clock,
 		Log:   log,
 		Start: func(env []string, pgid int) (Child, error) {

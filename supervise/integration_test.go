@@ -859,3 +859,63 @@ func readerGone(t *testing.T) *os.File {
 	t.Cleanup(func() { w.Close() })
 	return w
 }
+
+func TestEmbeddedTakeoverOnceTheHoldersProcessesAreGone(t *testing.T) {
+	// --ttl 30m: only the proof that the holder's processes are gone from
+	// this host can let the next run in before the half hour is over.
+	holder := start(t, leasectl(t, nil, "run", "--job", "gone", "--ttl", "30m", "--", "sh", "-c", childScript))
+	child, gc := holder.pid("pid"), holder.pid("gc")
+	wd := watchdogOf(t, holder.Cmd.Process.Pid)
+	// The test holds the watchdog's pipes open too, as the supervisor
+	// does: the watchdog does not learn of the supervisor's death, and its
+	// group outlives it (the parent-death signal kills the child, not its
+	// background grandchild). Nobody may take the job while the
+	// grandchild runs.
+	var pipes []*os.File
+	for _, fd := range []struct {
+		n    int
+		flag int
+	}{{0, os.O_WRONLY}, {1, os.O_RDONLY}} {
+		f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", wd, fd.n), fd.flag, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		pipes = append(pipes, f)
+	}
+	if err := holder.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.DeathTime(t, child)
+	if code := exitCode(t, leasectl(t, nil, "run", "--job", "gone", "--", "true")); code != 75 || !alive(gc) {
+		t.Fatalf("with the holder's grandchild alive (%v): exit %d, want 75", alive(gc), code)
+	}
+	if st := jobStatus(t, "", "gone"); st["state"] != "RUNNING" {
+		t.Errorf("status %v with the holder's grandchild alive, want RUNNING", st["state"])
+	}
+
+	// Its pipes closed, the watchdog finds the supervisor gone and kills
+	// the group.
+	for _, f := range pipes {
+		f.Close()
+	}
+	testenv.DeathTime(t, gc)
+	testenv.DeathTime(t, wd)
+	st := jobStatus(t, "", "gone")
+	crashed, _ := st["crashed"].(map[string]any)
+	if st["state"] != "CRASHED" || crashed["pid"] != float64(holder.Cmd.Process.Pid) {
+		t.Errorf("status %v, crashed %v once the holder's processes are gone; want CRASHED, pid %d", st["state"], crashed, holder.Cmd.Process.Pid)
+	}
+	if code := exitCode(t, leasectl(t, nil, "run", "--job", "gone", "--", "true")); code != 0 {
+		t.Fatalf("the next run: exit %d, want 0 at once", code)
+	}
+	var crashes int
+	for _, ev := range jobStatus(t, "", "gone")["history"].([]any) {
+		if e := ev.(map[string]any); e["event"] == "crashed" && e["worker"] == crashed["worker"] {
+			crashes++
+		}
+	}
+	if crashes != 1 {
+		t.Errorf("%d crashed events of the holder, want its crash counted once", crashes)
+	}
+}

@@ -1133,3 +1133,57 @@ func TestSlowRenewalsAreWarnedAboutAndReported(t *testing.T) {
 	h.nextRenew().reply <- nil
 	h.end(Exit{Code: 0})
 }
+
+// groupNotingStore is a store whose holders share this host: it is told
+// each run's process group, on notes, which nobody buffers.
+type groupNotingStore struct {
+	*fakeStore
+	err   error
+	notes chan groupNote
+}
+
+// groupNote is one NoteGroup call.
+type groupNote struct {
+	token int64
+	pgid  int
+}
+
+func (s groupNotingStore) NoteGroup(l *leasestore.Lease, pgid int) error {
+	s.notes <- groupNote{l.Token, pgid}
+	return s.err
+}
+
+func TestTheChildsGroupIsNotedBeforeItStarts(t *testing.T) {
+	// A store whose holders share the host learns the group the child
+	// joins before it starts; a note that fails stops nothing, as the
+	// lease then only expires later.
+	for _, noteErr := range []error{nil, errors.New("disk full")} {
+		t.Run(fmt.Sprint(noteErr), func(t *testing.T) {
+			h := newHarness(t, nil)
+			notes := make(chan groupNote)
+			h.storeAs = func(f *fakeStore) leasestore.Leaser {
+				return groupNotingStore{fakeStore: f, err: noteErr, notes: notes}
+			}
+			h.store.grant(10)
+			h.start()
+			var note groupNote
+			select {
+			case note = <-notes:
+			case <-time.After(hangGuard):
+				t.Fatal("the child's group was never noted")
+			}
+			select {
+			case <-h.started:
+				t.Fatal("the child started before its group was noted")
+			default:
+			}
+			c := h.waitStarted()
+			if note.token != 10 || note.pgid != h.wd.Group() || c.pgid != note.pgid {
+				t.Errorf("noted token %d group %d, child in group %d; want token 10, the watchdog's group %d", note.token, note.pgid, c.pgid, h.wd.Group())
+			}
+			if _, out := h.end(Exit{Code: 0}); out.Result != leasestore.ResultCompleted {
+				t.Errorf("outcome %v, want completed", out.Result)
+			}
+		})
+	}
+}
