@@ -190,6 +190,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		Watchdog:    watchdog,
 		Signals:     sigs,
 		OnWait:      status.show,
+		WatchExit:   supervise.WatchExit,
 		Suspend:     supervise.SuspendSelf,
 		KillOrphans: supervise.KillOrphans,
 	}

@@ -458,6 +458,8 @@ type harness struct {
 	// storeAs, when set, is the store the Supervisor is given, made of
 	// the fake store (to give it an ability the fake store lacks).
 	storeAs func(*fakeStore) leasestore.Leaser
+	// watchExit is the Supervisor's WatchExit.
+	watchExit func(pid int) (<-chan struct{}, func())
 }
 
 type runResult struct {
@@ -535,11 +537,12 @@ func (h *harness) start() {
 			}
 			return h.wd, nil
 		}),
-		Jitter:  h.jitter,
-		Signals: h.signals,
-		Outbox:  h.outbox,
-		OnWait:  func(e *leasestore.HeldError) { h.held <- e },
-		Suspend: func(sig syscall.Signal) { h.suspends <- sig },
+		Jitter:    h.jitter,
+		Signals:   h.signals,
+		Outbox:    h.outbox,
+		OnWait:    func(e *leasestore.HeldError) { h.held <- e },
+		WatchExit: h.watchExit,
+		Suspend:   func(sig syscall.Signal) { h.suspends <- sig },
 	}
 	go func() {
 		e, err := s.Run(context.Background(), h.cfg)

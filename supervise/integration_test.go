@@ -919,3 +919,22 @@ func TestEmbeddedTakeoverOnceTheHoldersProcessesAreGone(t *testing.T) {
 		t.Errorf("%d crashed events of the holder, want its crash counted once", crashes)
 	}
 }
+
+func TestEmbeddedWaiterTakesOverOnceTheHoldersProcessesAreGone(t *testing.T) {
+	// --ttl 30m: the waiter wakes when the holder's supervisor exits, and
+	// takes the job once its watchdog killed the group, not half an hour
+	// later.
+	holder := start(t, leasectl(t, nil, "run", "--job", "gone", "--ttl", "30m", "--", "sh", "-c", "echo started; exec sleep 1000"))
+	holder.Expect("started")
+	waiter := start(t, leasectl(t, nil, "--log-level", "debug", "run", "--job", "gone", "--wait", "--ttl", "30m", "--", "sh", "-c", "echo started"))
+	waiter.ExpectLog("lease held; waiting")
+	killed := time.Now()
+	if err := holder.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, started := waiter.Expect("started")
+	t.Logf("failover: %s from the SIGKILL to the waiter's child", started.Sub(killed))
+	if c := waiter.ExitCode(); c != 0 {
+		t.Errorf("waiter exit %d", c)
+	}
+}

@@ -342,6 +342,48 @@ func TestWaitRetriesWhenTheHoldersTTLRunsOut(t *testing.T) {
 	h.end(Exit{Code: 0})
 }
 
+func TestWaitWakesWhenTheHoldersSupervisorOnThisHostExits(t *testing.T) {
+	// A holder on this host is watched: its supervisor's exit wakes the
+	// waiter at once, for a store that can then prove its run over. A
+	// holder elsewhere is waited for until its lease expires.
+	for _, tc := range []struct {
+		host    string
+		watched bool
+	}{{"h1", true}, {"h2", false}} {
+		t.Run(tc.host, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Wait = true })
+			exited := make(chan struct{})
+			watches, stops := make(chan int, 1), make(chan struct{}, 1)
+			h.watchExit = func(pid int) (<-chan struct{}, func()) {
+				watches <- pid
+				return exited, func() { stops <- struct{}{} }
+			}
+			h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", Host: tc.host, PID: 99, ExpiresIn: time.Hour})
+			h.store.grant(11)
+			h.start()
+			<-h.held
+			h.clock.awaitTimer(t, h.clock.Now().Add(time.Hour+waitMargin)) // the loop is waiting
+			select {
+			case pid := <-watches:
+				if !tc.watched || pid != 99 {
+					t.Fatalf("watched pid %d of a holder on host %s, want %v", pid, tc.host, tc.watched)
+				}
+				close(exited)
+			default:
+				if tc.watched {
+					t.Fatal("the holder on this host was not watched")
+				}
+				h.clock.Advance(time.Hour + waitMargin)
+			}
+			h.waitStarted()
+			if tc.watched {
+				<-stops // the watch ended with the wait
+			}
+			h.end(Exit{Code: 0})
+		})
+	}
+}
+
 // errSubscriptionsFull is how a registry at its subscription limit answers.
 var errSubscriptionsFull = &leasestore.UnavailableError{Op: "subscribe", Err: errors.New("too_many_subscriptions")}
 

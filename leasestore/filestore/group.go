@@ -19,6 +19,15 @@ const groupsDir = "groups"
 
 var _ leasestore.GroupNoter = (*Store)(nil)
 
+// dyingGroupWait bounds how long an Acquire waits for the process group of
+// a run whose supervisor is gone to die: its watchdog kills the group as
+// soon as it learns of the death, within milliseconds, and a run started
+// just after the kill should not exit 75 for that. The wait holds the
+// job's lock, so other operations on the job wait too; longer would only
+// make a frozen watchdog (or a member stuck in the kernel) cost every
+// Acquire more before the refusal it gets anyway.
+const dyingGroupWait = 100 * time.Millisecond
+
 // groupNote is what proves a run's processes gone: who ran it, in which
 // boot and PID namespace, and the process group its child runs in. Its
 // text is its fields, space-separated, on one line.
@@ -87,9 +96,10 @@ func (e *Store) NoteGroup(l *leasestore.Lease, pgid int) error {
 
 // endGone ends, at now, the liveness of r's run when it is another
 // holder's than holder and its processes are provably gone from this host
-// (see gone): the run is then a crash to count, as if its liveness had
-// expired. A run it cannot prove gone is left alone.
-func (e *Store) endGone(r *rules.Record, holder string, now time.Time) {
+// (see gone, which waits up to wait for a dying group): the run is then a
+// crash to count, as if its liveness had expired. A run it cannot prove
+// gone is left alone.
+func (e *Store) endGone(r *rules.Record, holder string, now time.Time, wait time.Duration) {
 	if !r.Live(now) || r.Run.Holder == holder {
 		return
 	}
@@ -98,7 +108,7 @@ func (e *Store) endGone(r *rules.Record, holder string, now time.Time) {
 		return
 	}
 	n, ok := parseGroupNote(string(b))
-	if ok && n.token == r.Run.Token && n.pid == r.Run.PID && gone(n) {
+	if ok && n.token == r.Run.Token && n.pid == r.Run.PID && gone(n, wait) {
 		r.Run.LiveUntil = now
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -97,22 +98,84 @@ func readProcess(pid string) (process, error) {
 
 // gone reports whether the run n notes can no longer run a single
 // instruction on this host: its supervisor is gone, and then its child's
-// process group is empty, or holds only zombies. Anything it cannot prove
-// answers false: another boot or PID namespace, a /proc it may not read
-// or that hides processes. docs/semantics.md (Acquire) gives the argument.
-func gone(n groupNote) bool {
+// process group is empty, or holds only zombies. With a wait, it waits
+// that long at most for a group whose supervisor is gone to die, through
+// the members' pidfds: an event, not polling. Anything it cannot prove
+// answers false: another boot or PID namespace, a /proc it may not read or
+// that hides processes. docs/semantics.md (Acquire) gives the argument.
+func gone(n groupNote, wait time.Duration) bool {
 	here, err := currentHost()
 	if err != nil || here != n.host || !processGone(n.pid, n.start) {
 		return false
 	}
 	// The supervisor is gone, so no process joins the group any more
-	// but by forking from a member: a child the supervisor forked joins
-	// before exec, while the watchdog, who leads the group, cannot have
-	// died of its closed pipe yet.
-	if errors.Is(unix.Kill(-n.pgid, 0), unix.ESRCH) {
+	// but by forking from a member: a child it forked joins before exec,
+	// while the watchdog, who leads the group, cannot have died of its
+	// closed pipe yet.
+	deadline := time.Now().Add(wait)
+	for {
+		if groupGone(n.pgid) {
+			return true
+		}
+		left := time.Until(deadline)
+		member := liveMember(n.pgid)
+		if left <= 0 || member == 0 || !awaitExit(member, left) {
+			return false
+		}
+	}
+}
+
+// groupGone reports whether process group pgid is empty, or holds only
+// zombies.
+func groupGone(pgid int) bool {
+	return errors.Is(unix.Kill(-pgid, 0), unix.ESRCH) || onlyZombies(pgid)
+}
+
+// liveMember is a process of group pgid that is not dead, its leader if it
+// is one, or 0 if none can be found.
+func liveMember(pgid int) int {
+	if p, err := readProcess(strconv.Itoa(pgid)); err == nil && p.pgrp == pgid && !p.dead() {
+		return pgid
+	}
+	names, err := procNames()
+	if err != nil {
+		return 0
+	}
+	for _, name := range names {
+		if p, err := readProcess(name); err == nil && p.pgrp == pgid && !p.dead() {
+			pid, _ := strconv.Atoi(name)
+			return pid
+		}
+	}
+	return 0
+}
+
+// awaitExit waits, no longer than d, for process pid to exit, and reports
+// whether it did (or was gone already).
+func awaitExit(pid int, d time.Duration) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
 		return true
 	}
-	return onlyZombies(n.pgid)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(d)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, int((left+time.Millisecond-1)/time.Millisecond))
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case err != nil:
+			return false
+		default:
+			return n > 0
+		}
+	}
 }
 
 // processGone reports whether the process that had pid and start time
@@ -150,12 +213,7 @@ func onlyZombies(pgid int) bool {
 // zombieGroup lists the members of group pgid, by PID with their start
 // time, if all of them are zombies.
 func zombieGroup(pgid int) (map[int]uint64, bool) {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil, false
-	}
-	names, err := d.Readdirnames(-1)
-	_ = d.Close()
+	names, err := procNames()
 	if err != nil {
 		return nil, false
 	}
@@ -179,6 +237,16 @@ func zombieGroup(pgid int) (map[int]uint64, bool) {
 		members[pid] = p.start
 	}
 	return members, true
+}
+
+// procNames lists /proc: the PIDs of every process, and other names.
+func procNames() ([]string, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.Readdirnames(-1)
 }
 
 // procHidesProcesses reports whether /proc may hide processes from this

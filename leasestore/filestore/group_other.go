@@ -2,7 +2,10 @@
 
 package filestore
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // procHost is what PIDs are relative to; outside Linux nothing is known.
 type procHost struct{ boot, pidNS string }
@@ -20,4 +23,4 @@ func selfProcess() (process, error) {
 }
 
 // gone proves nothing outside Linux.
-func gone(groupNote) bool { return false }
+func gone(groupNote, time.Duration) bool { return false }

@@ -163,7 +163,7 @@ func (e *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	var lease *leasestore.Lease
 	err := e.update(ctx, "acquire", req.Job, func(t *txn, doc *jobDoc) (err error) {
 		var step rules.Step
-		e.endGone(&doc.Record, req.Holder, t.now)
+		e.endGone(&doc.Record, req.Holder, t.now, dyingGroupWait)
 		step, lease, err = rules.Acquire(&doc.Record, req, t.now)
 		t.apply(doc, step)
 		return err
@@ -363,7 +363,7 @@ func (e *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 		if err != nil {
 			return &fileError{e.recordPath(jobKey(job)), err}
 		}
-		e.endGone(&doc.Record, "", t.now)
+		e.endGone(&doc.Record, "", t.now, 0)
 		st = rules.Status(&doc.Record, history, t.now)
 		return nil
 	})
