@@ -1177,11 +1177,12 @@ func TestSlowRenewalsAreWarnedAboutAndReported(t *testing.T) {
 }
 
 // groupNotingStore is a store whose holders share this host: it is told
-// each run's process group, on notes, which nobody buffers.
+// each run's process group, on notes, and answers once proceed is closed.
 type groupNotingStore struct {
 	*fakeStore
-	err   error
-	notes chan groupNote
+	err     error
+	notes   chan groupNote
+	proceed chan struct{}
 }
 
 // groupNote is one NoteGroup call.
@@ -1192,6 +1193,7 @@ type groupNote struct {
 
 func (s groupNotingStore) NoteGroup(l *leasestore.Lease, pgid int) error {
 	s.notes <- groupNote{l.Token, pgid}
+	<-s.proceed
 	return s.err
 }
 
@@ -1202,9 +1204,9 @@ func TestTheChildsGroupIsNotedBeforeItStarts(t *testing.T) {
 	for _, noteErr := range []error{nil, errors.New("disk full")} {
 		t.Run(fmt.Sprint(noteErr), func(t *testing.T) {
 			h := newHarness(t, nil)
-			notes := make(chan groupNote)
+			notes, proceed := make(chan groupNote, 1), make(chan struct{})
 			h.storeAs = func(f *fakeStore) leasestore.Leaser {
-				return groupNotingStore{fakeStore: f, err: noteErr, notes: notes}
+				return groupNotingStore{fakeStore: f, err: noteErr, notes: notes, proceed: proceed}
 			}
 			h.store.grant(10)
 			h.start()
@@ -1219,6 +1221,7 @@ func TestTheChildsGroupIsNotedBeforeItStarts(t *testing.T) {
 				t.Fatal("the child started before its group was noted")
 			default:
 			}
+			close(proceed)
 			c := h.waitStarted()
 			if note.token != 10 || note.pgid != h.wd.Group() || c.pgid != note.pgid {
 				t.Errorf("noted token %d group %d, child in group %d; want token 10, the watchdog's group %d", note.token, note.pgid, c.pgid, h.wd.Group())
