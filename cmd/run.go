@@ -52,6 +52,11 @@ LEASECTL_WORKER_ID, LEASECTL_ATTEMPT and LEASECTL_LEASE_TTL_MS, and the run's
 LEASECTL_STORE (password included) and LEASECTL_NAMESPACE, so that
 'leasectl token check' in CMD asks the store that granted its token.
 
+A crash, which counts toward --max-crashes, is CMD killed by SIGSEGV, SIGBUS,
+SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT, SIGXCPU, SIGXFSZ or a SIGKILL leasectl
+did not send (the OOM killer); any other signal (SIGPIPE, someone's SIGTERM)
+fails the run, as a non-zero exit does.
+
 Timing rules: --heartbeat ≤ --ttl/3; --heartbeat < --safety < --ttl;
 --grace ≤ --ttl; --evidence-ttl > --ttl + 1m; --max-crashes ≥ 2.
 
