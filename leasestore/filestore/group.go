@@ -39,6 +39,7 @@ type groupNote struct {
 	pgid  int      // the child's process group, which the watchdog leads
 }
 
+// String is the note as its file holds it.
 func (n groupNote) String() string {
 	return fmt.Sprintf("%d %s %s %d %d %d\n", n.token, n.host.boot, n.host.pidNS, n.pid, n.start, n.pgid)
 }

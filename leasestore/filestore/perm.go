@@ -76,7 +76,7 @@ func (e *Store) mkdir(path string) error {
 	if err := os.Mkdir(tmp, privateDirMode); err != nil {
 		return err
 	}
-	if err := e.share(tmp, os.Chown, sharedDirMode); err != nil {
+	if err := e.share(tmp, sharedDirMode); err != nil {
 		_ = os.Remove(tmp)
 		return err
 	}
@@ -109,12 +109,9 @@ func (e *Store) openCreate(path string, flag int) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	_ = nf.Close()
 	defer os.Remove(tmp)
-	err = e.share(tmp, func(string, int, int) error { return nf.Chown(-1, e.access.gid) }, sharedFileMode)
-	if cerr := nf.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := e.share(tmp, sharedFileMode); err != nil {
 		return nil, err
 	}
 	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -125,13 +122,13 @@ func (e *Store) openCreate(path string, flag int) (*os.File, error) {
 
 // share gives path, just made by this process, the store folder's group
 // (with chown, when the folder's setgid bit did not already) and mode.
-func (e *Store) share(path string, chown func(string, int, int) error, mode os.FileMode) error {
+func (e *Store) share(path string, mode os.FileMode) error {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Gid) != e.access.gid {
-		if err := chown(path, -1, e.access.gid); err != nil {
+		if err := os.Chown(path, -1, e.access.gid); err != nil {
 			return fmt.Errorf("giving %s the store folder's group %s: %w", path, groupName(e.access.gid), err)
 		}
 	}
