@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +89,40 @@ func TestEmbeddedStoreSharedThroughAGroup(t *testing.T) {
 		if res := asUser(t, step.uid, store, step.args...); res.code != 0 {
 			t.Fatalf("uid %d: %v exit %d, want 0: %s", step.uid, step.args, res.code, res.stderr)
 		}
+	}
+}
+
+func TestSharedStoreTakeoverFromAnotherUsersKilledRun(t *testing.T) {
+	// Root's run is SIGKILLed; a user of the group takes the job over at
+	// once (--ttl 30m), proving root's processes gone without the right to
+	// signal them.
+	store := storeFolder(t, 0o770|os.ModeSetgid)
+	bin, err := testenv.Leasectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command(bin, "run", "--job", "nightly", "--ttl", "30m", "--", "sh", "-c", "echo started; exec sleep 1000")
+	holder.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/", "LEASECTL_STORE=file://" + store}
+	out, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = holder.Process.Kill()
+		_ = holder.Wait()
+	})
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "started\n" {
+		t.Fatalf("holder said %q, %v; want started", line, err)
+	}
+	if err := holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.DeathTime(t, holder.Process.Pid)
+	if res := asUser(t, aliceID, store, "run", "--job", "nightly", "--", "true"); res.code != 0 {
+		t.Fatalf("alice's run after root's was killed: exit %d, want 0 at once: %s", res.code, res.stderr)
 	}
 }
 
