@@ -46,6 +46,13 @@ func runCommand(t *testing.T, env []string, argv []string) binaryResult {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
+	return runArgv(t, cmd)
+}
+
+// runArgv runs cmd, and returns what it printed and its exit status; a run
+// that outlasts binaryHangGuard fails the test.
+func runArgv(t *testing.T, cmd *exec.Cmd) binaryResult {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
@@ -59,7 +66,7 @@ func runCommand(t *testing.T, env []string, argv []string) binaryResult {
 	case <-time.After(binaryHangGuard):
 		_ = cmd.Process.Kill()
 		<-done
-		t.Fatalf("%q hung; stderr so far: %s", argv, errOut.String())
+		t.Fatalf("%q hung; stderr so far: %s", cmd.Args, errOut.String())
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {

@@ -23,7 +23,7 @@ func NewCmdQuarantine(f *Factory) *cobra.Command {
 		Use:   "quarantine <command>",
 		Short: "List, show, release and add quarantined jobs",
 		Long: `A job that crashes --max-crashes times in a row (its supervisor vanished, or
-its child was killed by a signal nobody sent through leasectl) is quarantined:
+its child died of a signal that says it crashed, such as SIGSEGV) is quarantined:
 'leasectl run' refuses it with exit status 76 until an operator releases it.
 An operator can also quarantine a job by hand, as a kill switch.`,
 		Example: `  leasectl quarantine list

@@ -53,6 +53,11 @@ LEASECTL_WORKER_ID, LEASECTL_ATTEMPT and LEASECTL_LEASE_TTL_MS, and the run's
 LEASECTL_STORE (password included) and LEASECTL_NAMESPACE, so that
 'leasectl token check' in CMD asks the store that granted its token.
 
+A crash, which counts toward --max-crashes, is CMD killed by SIGSEGV, SIGBUS,
+SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT, SIGXCPU, SIGXFSZ or a SIGKILL leasectl
+did not send (the OOM killer); any other signal (SIGPIPE, someone's SIGTERM)
+fails the run, as a non-zero exit does.
+
 Timing rules: --heartbeat ≤ --ttl/3; --heartbeat < --safety < --ttl;
 --grace ≤ --ttl; --evidence-ttl > --ttl + 1m; --max-crashes ≥ 2.
 
@@ -216,14 +221,13 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, notified...)
 
-	c.Interactive = f.IO.StdinTTY
 	box := f.hostOutbox()
 	deliverOutbox(ctx, box, store, log, c.Safety)
 	if err := supervise.BecomeSubreaper(); err != nil {
 		runLog.Warn().Err(err).Msg("cannot become a child subreaper; descendants that leave the group will not be tracked")
 	}
 	status.log = runLog
-	child := &supervise.Command{Argv: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: c.Interactive,
+	child := &supervise.Command{Argv: c.Command, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Foreground: f.IO.StdinTTY,
 		Env: storeEnv(f.Globals)}
 	sup := &supervise.Supervisor{
 		Store: store,
@@ -236,6 +240,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		Watchdog:    watchdog,
 		Signals:     sigs,
 		OnWait:      status.show,
+		WatchExit:   supervise.WatchExit,
 		Suspend:     supervise.SuspendSelf,
 		KillOrphans: supervise.KillOrphans,
 	}

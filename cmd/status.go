@@ -79,7 +79,8 @@ States:
   IDLE         no run holds the lease
   RUNNING      a run holds a live lease
   CRASHED      a run's supervisor vanished: its evidence is there without a
-               live lease (the next run or scan counts the crash)
+               live lease, or, on the embedded store, its processes are gone
+               from this host (the next run or scan counts the crash)
   QUARANTINED  refused until an operator runs 'leasectl quarantine release'
 
 Ages are relative to the store's clock.

@@ -234,8 +234,8 @@ type Result string
 // ResultCrashed adds to it.
 const (
 	ResultCompleted  Result = "completed"   // the child exited 0
-	ResultFailed     Result = "failed"      // non-zero exit, or stopped by leasectl or the operator
-	ResultCrashed    Result = "crashed"     // killed by a signal nobody sent through leasectl
+	ResultFailed     Result = "failed"      // non-zero exit, stopped by leasectl or the operator, or a signal asking to stop (SIGPIPE, SIGTERM)
+	ResultCrashed    Result = "crashed"     // killed by a signal saying it crashed (SIGSEGV, SIGABRT, the OOM killer's SIGKILL)
 	ResultNotStarted Result = "not-started" // the command could not be started (126/127)
 )
 

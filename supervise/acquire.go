@@ -117,6 +117,8 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		}
 		var wake time.Duration
 		var held *leasestore.HeldError
+		var holderExited <-chan struct{}
+		stopWatch := func() {}
 		switch {
 		case cfg.Wait && errors.As(err, &held):
 			if s.OnWait != nil {
@@ -124,6 +126,9 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			}
 			log.Debug().Str("holder", held.Holder).Dur("expires_in", held.ExpiresIn).Msg("lease held; waiting")
 			wake = held.ExpiresIn + waitMargin
+			if s.WatchExit != nil && held.Host == cfg.Host && held.PID > 0 {
+				holderExited, stopWatch = s.WatchExit(held.PID)
+			}
 		case cfg.Wait && errors.Is(err, leasestore.ErrUnavailable):
 			log.Warn().Err(err).Msg("the store failed while waiting for the lease; trying again")
 			wake = s.retryAfter(cfg.Heartbeat)
@@ -133,21 +138,27 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		retry := s.Clock.NewTimer(wake)
 		select {
 		case <-released:
+		case <-holderExited:
+			log.Debug().Int("pid", held.PID).Msg("the holder's supervisor exited; trying again")
 		case <-retry.C():
 		case <-timeout:
 			retry.Stop()
+			stopWatch()
 			return nil, time.Time{}, Ending{}, ghostly, &WaitTimeoutError{Waited: s.Clock.Now().Sub(started), Last: err}
 		case sig := <-s.Signals:
 			retry.Stop()
+			stopWatch()
 			if ss, ok := sig.(syscall.Signal); ok && endsWait(ss) {
 				log.Info().Str("signal", ss.String()).Msg("signal while waiting for the lease: nothing held, nothing started")
 				return nil, time.Time{}, Ending{Reason: Interrupted, Signal: ss, Detail: "interrupted while waiting"}, ghostly, nil
 			}
 		case <-ctx.Done():
 			retry.Stop()
+			stopWatch()
 			return nil, time.Time{}, Ending{}, ghostly, ctx.Err()
 		}
 		retry.Stop()
+		stopWatch()
 	}
 }
 

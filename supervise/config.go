@@ -66,10 +66,6 @@ type Config struct {
 	// refused for good (*leasestore.DeadlineError), with --wait too. Zero:
 	// none.
 	Deadline time.Time
-
-	// Interactive gives the child the terminal's foreground (stdin is a
-	// terminal).
-	Interactive bool
 }
 
 // ConfigError names the timing rule a Config breaks.

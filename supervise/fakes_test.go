@@ -463,6 +463,11 @@ type harness struct {
 	cfg      Config
 	// jitter is the Supervisor's Jitter: no jitter, unless a test sets it.
 	jitter func(time.Duration) time.Duration
+	// storeAs, when set, is the store the Supervisor is given, made of
+	// the fake store (to give it an ability the fake store lacks).
+	storeAs func(*fakeStore) leasestore.Leaser
+	// watchExit is the Supervisor's WatchExit.
+	watchExit func(pid int) (<-chan struct{}, func())
 }
 
 type runResult struct {
@@ -513,8 +518,12 @@ func (h *harness) start() {
 	if h.log != nil {
 		log = zerolog.New(h.log)
 	}
+	var store leasestore.Leaser = h.store
+	if h.storeAs != nil {
+		store = h.storeAs(h.store)
+	}
 	s := &Supervisor{
-		Store: h.store,
+		Store: store,
 		Clock: h.clock,
 		Log:   log,
 		Start: func(env []string, pgid int) (Child, error) {
@@ -536,11 +545,12 @@ func (h *harness) start() {
 			}
 			return h.wd, nil
 		}),
-		Jitter:  h.jitter,
-		Signals: h.signals,
-		Outbox:  h.outbox,
-		OnWait:  func(e *leasestore.HeldError) { h.held <- e },
-		Suspend: func(sig syscall.Signal) { h.suspends <- sig },
+		Jitter:    h.jitter,
+		Signals:   h.signals,
+		Outbox:    h.outbox,
+		OnWait:    func(e *leasestore.HeldError) { h.held <- e },
+		WatchExit: h.watchExit,
+		Suspend:   func(sig syscall.Signal) { h.suspends <- sig },
 	}
 	go func() {
 		e, err := s.Run(context.Background(), h.cfg)

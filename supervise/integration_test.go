@@ -34,6 +34,7 @@ import (
 var redisSrv = testserver.Share("test redis-server", redistest.Start, redistest.Options{})
 
 func TestMain(m *testing.M) {
+	crashIfAsked()
 	code := testserver.Run(m, redisSrv)
 	testenv.Cleanup()
 	os.Exit(code)
@@ -781,5 +782,159 @@ func TestSlowLinkIsWarnedAboutAndShown(t *testing.T) {
 	holder, _ := jobStatus(t, direct, "slow")["holder"].(map[string]any)
 	if got, _ := holder["last_rtt_ms"].(float64); got < 150 {
 		t.Errorf("status shows the holder %v with a last round trip of %vms, want at least 150ms", holder, got)
+	}
+}
+
+func TestWhatCountsAsACrashWithTheBinary(t *testing.T) {
+	// Three runs of each ending, at the default --max-crashes 3: a child
+	// that crashed three times quarantines the job; one whose reader went
+	// away or that someone asked to stop does not.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitsToBeKilled := []string{"sh", "-c", "echo pid $$; exec sleep 1000"}
+	tests := []struct {
+		name       string
+		child      []string
+		crash      string         // crashEnv's value, for this test binary as the child
+		readerGone bool           // the child's stdout is a pipe nobody reads
+		kill       syscall.Signal // sent to the child by someone else; 0: none
+		signal     syscall.Signal // what the child dies of
+		want       string         // the last outcome's result
+	}{
+		{name: "real SIGSEGV", child: []string{self}, crash: "segv", signal: syscall.SIGSEGV, want: "CRASHED"},
+		{name: "real SIGABRT", child: []string{self}, crash: "abort", signal: syscall.SIGABRT, want: "CRASHED"},
+		{name: "SIGKILL from someone else", child: waitsToBeKilled, kill: syscall.SIGKILL, signal: syscall.SIGKILL, want: "CRASHED"},
+		{name: "SIGPIPE, its reader gone", child: []string{"seq", "1", "1000000"}, readerGone: true, signal: syscall.SIGPIPE, want: "FAILED"},
+		{name: "SIGTERM from someone else", child: waitsToBeKilled, kill: syscall.SIGTERM, signal: syscall.SIGTERM, want: "FAILED"},
+		{name: "SIGHUP from someone else", child: waitsToBeKilled, kill: syscall.SIGHUP, signal: syscall.SIGHUP, want: "FAILED"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 1; i <= 3; i++ {
+				cmd := leasectl(t, nil, append([]string{"run", "--job", "p", "--"}, tc.child...)...)
+				cmd.Env = append(cmd.Env, crashEnv+"="+tc.crash)
+				var code int
+				switch {
+				case tc.readerGone:
+					cmd.Stdout = readerGone(t)
+					code = exitCode(t, cmd)
+				case tc.kill != 0:
+					r := start(t, cmd)
+					if err := syscall.Kill(r.pid("pid"), tc.kill); err != nil {
+						t.Fatal(err)
+					}
+					code = r.ExitCode()
+				default:
+					code = exitCode(t, cmd)
+				}
+				if want := 128 + int(tc.signal); code != want {
+					t.Fatalf("run %d: exit %d, want %d", i, code, want)
+				}
+			}
+			st := jobStatus(t, "", "p")
+			last, _ := st["last_outcome"].(map[string]any)
+			wantState, wantCrashes := "IDLE", 0.0
+			if tc.want == "CRASHED" {
+				wantState, wantCrashes = "QUARANTINED", 3
+			}
+			if st["state"] != wantState || st["crashes"] != wantCrashes || last["result"] != tc.want || last["signal"] != float64(tc.signal) {
+				t.Errorf("status after three runs: state %v, crashes %v, last outcome %v; want %s, %v crashes, %s by signal %d",
+					st["state"], st["crashes"], last, wantState, wantCrashes, tc.want, tc.signal)
+			}
+		})
+	}
+}
+
+// readerGone is a stdout whose reader has gone, as `leasectl run ... |
+// head -1` has once head exited: a child's next write to it gets SIGPIPE.
+func readerGone(t *testing.T) *os.File {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
+func TestEmbeddedTakeoverOnceTheHoldersProcessesAreGone(t *testing.T) {
+	// --ttl 30m: only the proof that the holder's processes are gone from
+	// this host can let the next run in before the half hour is over.
+	holder := start(t, leasectl(t, nil, "run", "--job", "gone", "--ttl", "30m", "--", "sh", "-c", childScript))
+	child, gc := holder.pid("pid"), holder.pid("gc")
+	wd := watchdogOf(t, holder.Cmd.Process.Pid)
+	// The test holds the watchdog's pipes open too, as the supervisor
+	// does: the watchdog does not learn of the supervisor's death, and its
+	// group outlives it (the parent-death signal kills the child, not its
+	// background grandchild). Nobody may take the job while the
+	// grandchild runs.
+	var pipes []*os.File
+	for _, fd := range []struct {
+		n    int
+		flag int
+	}{{0, os.O_WRONLY}, {1, os.O_RDONLY}} {
+		f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", wd, fd.n), fd.flag, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		pipes = append(pipes, f)
+	}
+	if err := holder.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.DeathTime(t, child)
+	if code := exitCode(t, leasectl(t, nil, "run", "--job", "gone", "--", "true")); code != 75 || !alive(gc) {
+		t.Fatalf("with the holder's grandchild alive (%v): exit %d, want 75", alive(gc), code)
+	}
+	if st := jobStatus(t, "", "gone"); st["state"] != "RUNNING" {
+		t.Errorf("status %v with the holder's grandchild alive, want RUNNING", st["state"])
+	}
+
+	// Its pipes closed, the watchdog finds the supervisor gone and kills
+	// the group.
+	for _, f := range pipes {
+		f.Close()
+	}
+	testenv.DeathTime(t, gc)
+	testenv.DeathTime(t, wd)
+	st := jobStatus(t, "", "gone")
+	crashed, _ := st["crashed"].(map[string]any)
+	if st["state"] != "CRASHED" || crashed["pid"] != float64(holder.Cmd.Process.Pid) {
+		t.Errorf("status %v, crashed %v once the holder's processes are gone; want CRASHED, pid %d", st["state"], crashed, holder.Cmd.Process.Pid)
+	}
+	if code := exitCode(t, leasectl(t, nil, "run", "--job", "gone", "--", "true")); code != 0 {
+		t.Fatalf("the next run: exit %d, want 0 at once", code)
+	}
+	var crashes int
+	for _, ev := range jobStatus(t, "", "gone")["history"].([]any) {
+		if e := ev.(map[string]any); e["event"] == "crashed" && e["worker"] == crashed["worker"] {
+			crashes++
+		}
+	}
+	if crashes != 1 {
+		t.Errorf("%d crashed events of the holder, want its crash counted once", crashes)
+	}
+}
+
+func TestEmbeddedWaiterTakesOverOnceTheHoldersProcessesAreGone(t *testing.T) {
+	// --ttl 30m: the waiter wakes when the holder's supervisor exits, and
+	// takes the job once its watchdog killed the group, not half an hour
+	// later.
+	holder := start(t, leasectl(t, nil, "run", "--job", "gone", "--ttl", "30m", "--", "sh", "-c", "echo started; exec sleep 1000"))
+	holder.Expect("started")
+	waiter := start(t, leasectl(t, nil, "--log-level", "debug", "run", "--job", "gone", "--wait", "--ttl", "30m", "--", "sh", "-c", "echo started"))
+	waiter.ExpectLog("lease held; waiting")
+	killed := time.Now()
+	if err := holder.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, started := waiter.Expect("started")
+	t.Logf("failover: %s from the SIGKILL to the waiter's child", started.Sub(killed))
+	if c := waiter.ExitCode(); c != 0 {
+		t.Errorf("waiter exit %d", c)
 	}
 }

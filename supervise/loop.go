@@ -77,6 +77,7 @@ func (r *run) start(sent time.Time) (Ending, error) {
 	pgid := 0
 	if wd != nil {
 		pgid = wd.Group()
+		r.noteGroup(pgid)
 	}
 	r.startedAt = clock.Now()
 	child, err := r.s.Start(r.env(), pgid)
@@ -101,6 +102,20 @@ func (r *run) start(sent time.Time) (Ending, error) {
 	r.log.Info().Int64("attempt", r.lease.Attempt).Int("pid", child.PID()).Strs("command", r.cfg.Command).
 		Msg("lease acquired; child started")
 	return r.loop(), nil
+}
+
+// noteGroup tells a store whose holders share this host the process group
+// the child is about to join, so that once the run's processes are all
+// gone the next run need not wait out its lease. Without the note the
+// lease only expires later: a failure is no reason not to run.
+func (r *run) noteGroup(pgid int) {
+	gn, ok := r.s.Store.(leasestore.GroupNoter)
+	if !ok {
+		return
+	}
+	if err := gn.NoteGroup(r.lease, pgid); err != nil {
+		r.log.Warn().Err(err).Msg("cannot note the child's process group: if this run dies, the next waits out its --ttl")
+	}
 }
 
 // loop is the child's whole life: one select over its exit, the renewals,

@@ -48,12 +48,13 @@ func (r *run) finish(exit Exit) Ending {
 }
 
 // outcome classifies how the child ended. Stopped by leasectl (lease lost,
-// --max-runtime) or ended by a non-zero exit or by a signal leasectl or the
-// operator sent, it failed; exit 0 completed; only a signal nobody sent
-// through leasectl (SIGSEGV, the OOM killer) is a crash. A child killed by
-// the watchdog lost its lease: after the safety deadline passed (the
-// watchdog acted on the same deadline before the loop did), or before, when
-// the watchdog was too starved of CPU to learn of a later renewal in time.
+// --max-runtime) or ended by a non-zero exit, it failed; exit 0 completed.
+// Killed by a signal, it crashed only if the signal says the program died
+// abnormally (see crashSignal) and leasectl did not send it; any other
+// signal (SIGPIPE, someone's SIGTERM) failed it. A child killed by the
+// watchdog lost its lease: after the safety deadline passed (the watchdog
+// acted on the same deadline before the loop did), or before, when the
+// watchdog was too starved of CPU to learn of a later renewal in time.
 // Call it once the watchdog was stopped, so that whether it fired is known.
 func (r *run) outcome(exit Exit) leasestore.Outcome {
 	switch {
@@ -72,13 +73,30 @@ func (r *run) outcome(exit Exit) leasestore.Outcome {
 		out.Result = leasestore.ResultFailed
 	case exit.Signal == 0 && exit.Code == 0:
 		out.Result = leasestore.ResultCompleted
-	case exit.Signal == 0 || r.sent&(1<<uint(exit.Signal)) != 0 || r.operatorKeyboard(exit.Signal):
+	case exit.Signal == 0 || r.sent&(1<<uint(exit.Signal)) != 0 || !crashSignal(exit.Signal):
 		out.Result = leasestore.ResultFailed
 	default:
 		out.Result = leasestore.ResultCrashed
 		out.Reason = fmt.Sprintf("killed by %s, which leasectl did not send", unix.SignalName(exit.Signal))
 	}
 	return out
+}
+
+// crashSignal reports whether a child killed by sig, a signal leasectl did
+// not send, crashed: the signals a program dies of when it faults (SIGSEGV,
+// SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS), aborts (SIGABRT), or is killed
+// by the kernel for what it consumed (SIGKILL from the OOM killer, SIGXCPU
+// and SIGXFSZ past a resource limit). Every other signal is a request to
+// stop from a person or a pipe (SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+// SIGUSR1, ...): the run failed, with its 128+N exit, and counts for no
+// quarantine.
+func crashSignal(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGTRAP, syscall.SIGSYS,
+		syscall.SIGABRT, syscall.SIGKILL, syscall.SIGXCPU, syscall.SIGXFSZ:
+		return true
+	}
+	return false
 }
 
 // watchdogFiredEarly is why a run whose watchdog killed the group before the
@@ -128,13 +146,6 @@ func (r *run) lostBeforeStart(err error) string {
 	case <-t.C():
 		return fmt.Sprintf("the safety deadline (--safety %s) passed before the child started", r.cfg.Safety)
 	}
-}
-
-// operatorKeyboard reports whether sig is one a terminal sends its
-// foreground group (Ctrl-C, Ctrl-\): an interactive child that dies of it was
-// stopped by the operator, not crashed.
-func (r *run) operatorKeyboard(sig syscall.Signal) bool {
-	return r.cfg.Interactive && (sig == syscall.SIGINT || sig == syscall.SIGQUIT)
 }
 
 // grantTooLate is the reason recorded for a grant that came after the

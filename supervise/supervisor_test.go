@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/leasectl/leasectl/leasestore"
 )
@@ -274,17 +275,50 @@ func TestStopRequestStopsTheChild(t *testing.T) {
 	}
 }
 
-func TestUnsentSignalIsACrash(t *testing.T) {
-	h := newHarness(t, nil)
-	h.store.grant(10)
-	h.start()
-	h.waitStarted()
-	ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGSEGV})
-	if out.Result != leasestore.ResultCrashed {
-		t.Errorf("outcome %v, want crashed for a SIGSEGV nobody sent", out.Result)
+func TestWhatCountsAsACrash(t *testing.T) {
+	// A child killed by a signal leasectl did not send crashed only if the
+	// signal says the program died abnormally; any other signal is someone
+	// asking it to stop, or a reader gone: a failed run. Either way the
+	// run exits 128+N.
+	tests := []struct {
+		sig  syscall.Signal
+		want leasestore.Result
+	}{
+		{syscall.SIGSEGV, leasestore.ResultCrashed},
+		{syscall.SIGBUS, leasestore.ResultCrashed},
+		{syscall.SIGILL, leasestore.ResultCrashed},
+		{syscall.SIGFPE, leasestore.ResultCrashed},
+		{syscall.SIGTRAP, leasestore.ResultCrashed},
+		{syscall.SIGSYS, leasestore.ResultCrashed},
+		{syscall.SIGABRT, leasestore.ResultCrashed},
+		{syscall.SIGKILL, leasestore.ResultCrashed}, // the OOM killer's
+		{syscall.SIGXCPU, leasestore.ResultCrashed},
+		{syscall.SIGXFSZ, leasestore.ResultCrashed},
+		{syscall.SIGPIPE, leasestore.ResultFailed}, // seq | head -1
+		{syscall.SIGTERM, leasestore.ResultFailed}, // an operator's kill CHILD
+		{syscall.SIGINT, leasestore.ResultFailed},
+		{syscall.SIGHUP, leasestore.ResultFailed},
+		{syscall.SIGQUIT, leasestore.ResultFailed},
+		{syscall.SIGUSR1, leasestore.ResultFailed},
+		{syscall.SIGALRM, leasestore.ResultFailed},
 	}
-	if ending.Exit.ExitCode() != 128+int(syscall.SIGSEGV) {
-		t.Errorf("exit code %d, want 139", ending.Exit.ExitCode())
+	for _, tc := range tests {
+		t.Run(unix.SignalName(tc.sig), func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.store.grant(10)
+			h.start()
+			h.waitStarted()
+			ending, out := h.end(Exit{Code: -1, Signal: tc.sig})
+			if out.Result != tc.want || out.Signal != int(tc.sig) {
+				t.Errorf("outcome %v signal %d, want %v signal %d", out.Result, out.Signal, tc.want, tc.sig)
+			}
+			if got, want := ending.Exit.ExitCode(), 128+int(tc.sig); got != want {
+				t.Errorf("exit code %d, want %d", got, want)
+			}
+			if wantReason := "killed by " + unix.SignalName(tc.sig) + ", which leasectl did not send"; tc.want == leasestore.ResultCrashed && out.Reason != wantReason {
+				t.Errorf("reason %q, want %q", out.Reason, wantReason)
+			}
+		})
 	}
 }
 
@@ -336,6 +370,48 @@ func TestWaitRetriesWhenTheHoldersTTLRunsOut(t *testing.T) {
 	h.clock.Advance(2*time.Second + waitMargin)
 	h.waitStarted()
 	h.end(Exit{Code: 0})
+}
+
+func TestWaitWakesWhenTheHoldersSupervisorOnThisHostExits(t *testing.T) {
+	// A holder on this host is watched: its supervisor's exit wakes the
+	// waiter at once, for a store that can then prove its run over. A
+	// holder elsewhere is waited for until its lease expires.
+	for _, tc := range []struct {
+		host    string
+		watched bool
+	}{{"h1", true}, {"h2", false}} {
+		t.Run(tc.host, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Wait = true })
+			exited := make(chan struct{})
+			watches, stops := make(chan int, 1), make(chan struct{}, 1)
+			h.watchExit = func(pid int) (<-chan struct{}, func()) {
+				watches <- pid
+				return exited, func() { stops <- struct{}{} }
+			}
+			h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", Host: tc.host, PID: 99, ExpiresIn: time.Hour})
+			h.store.grant(11)
+			h.start()
+			<-h.held
+			h.clock.awaitTimer(t, h.clock.Now().Add(time.Hour+waitMargin)) // the loop is waiting
+			select {
+			case pid := <-watches:
+				if !tc.watched || pid != 99 {
+					t.Fatalf("watched pid %d of a holder on host %s, want %v", pid, tc.host, tc.watched)
+				}
+				close(exited)
+			default:
+				if tc.watched {
+					t.Fatal("the holder on this host was not watched")
+				}
+				h.clock.Advance(time.Hour + waitMargin)
+			}
+			h.waitStarted()
+			if tc.watched {
+				<-stops // the watch ended with the wait
+			}
+			h.end(Exit{Code: 0})
+		})
+	}
 }
 
 // errSubscriptionsFull is how a registry at its subscription limit answers.
@@ -855,17 +931,6 @@ func TestWatchdogsOwnKillBeforeTheDeadlineIsALostLease(t *testing.T) {
 	}
 }
 
-func TestSIGKILLNobodySentIsACrashNamedSo(t *testing.T) {
-	h := newHarness(t, nil)
-	h.store.grant(10)
-	h.start()
-	h.waitStarted()
-	_, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL}) // the OOM killer; the watchdog did not fire
-	if out.Result != leasestore.ResultCrashed || out.Reason != "killed by SIGKILL, which leasectl did not send" {
-		t.Errorf("outcome %v %q, want crashed, killed by SIGKILL", out.Result, out.Reason)
-	}
-}
-
 func TestGroupGoneBeforeTheChildStartedIsALostLease(t *testing.T) {
 	// Frozen between the deadline check and the fork: the watchdog killed
 	// its group, still empty, at the deadline, so the child cannot join it.
@@ -1139,4 +1204,61 @@ func TestSlowRenewalsAreWarnedAboutAndReported(t *testing.T) {
 	}
 	h.nextRenew().reply <- nil
 	h.end(Exit{Code: 0})
+}
+
+// groupNotingStore is a store whose holders share this host: it is told
+// each run's process group, on notes, and answers once proceed is closed.
+type groupNotingStore struct {
+	*fakeStore
+	err     error
+	notes   chan groupNote
+	proceed chan struct{}
+}
+
+// groupNote is one NoteGroup call.
+type groupNote struct {
+	token int64
+	pgid  int
+}
+
+func (s groupNotingStore) NoteGroup(l *leasestore.Lease, pgid int) error {
+	s.notes <- groupNote{l.Token, pgid}
+	<-s.proceed
+	return s.err
+}
+
+func TestTheChildsGroupIsNotedBeforeItStarts(t *testing.T) {
+	// A store whose holders share the host learns the group the child
+	// joins before it starts; a note that fails stops nothing, as the
+	// lease then only expires later.
+	for _, noteErr := range []error{nil, errors.New("disk full")} {
+		t.Run(fmt.Sprint(noteErr), func(t *testing.T) {
+			h := newHarness(t, nil)
+			notes, proceed := make(chan groupNote, 1), make(chan struct{})
+			h.storeAs = func(f *fakeStore) leasestore.Leaser {
+				return groupNotingStore{fakeStore: f, err: noteErr, notes: notes, proceed: proceed}
+			}
+			h.store.grant(10)
+			h.start()
+			var note groupNote
+			select {
+			case note = <-notes:
+			case <-time.After(hangGuard):
+				t.Fatal("the child's group was never noted")
+			}
+			select {
+			case <-h.started:
+				t.Fatal("the child started before its group was noted")
+			default:
+			}
+			close(proceed)
+			c := h.waitStarted()
+			if note.token != 10 || note.pgid != h.wd.Group() || c.pgid != note.pgid {
+				t.Errorf("noted token %d group %d, child in group %d; want token 10, the watchdog's group %d", note.token, note.pgid, c.pgid, h.wd.Group())
+			}
+			if _, out := h.end(Exit{Code: 0}); out.Result != leasestore.ResultCompleted {
+				t.Errorf("outcome %v, want completed", out.Result)
+			}
+		})
+	}
 }

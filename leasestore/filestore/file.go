@@ -491,9 +491,9 @@ func (e *Store) moveEntry(target, src, dst string) error {
 // mkdirEntries makes a folder of index entries. A new hour's in-flight
 // folder is the moment to remove the folders of the hours wholly passed.
 func (e *Store) mkdirEntries(dir string) error {
-	err := os.Mkdir(dir, 0o700)
+	err := e.mkdir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		err = os.MkdirAll(dir, 0o700)
+		err = e.mkdirAll(dir)
 	}
 	switch {
 	case err == nil:
@@ -549,6 +549,8 @@ func (e *Store) unavailable(op string, err error) error {
 		msg = fmt.Errorf("disk full writing embedded store file %s: free some space (%w)", path, err)
 	case errors.Is(err, syscall.EROFS):
 		msg = fmt.Errorf("embedded store file %s is on a read-only file system (%w)", path, err)
+	case errors.Is(err, os.ErrPermission):
+		msg = errors.New("embedded store file " + permissionHint(path, e.dir, e.access))
 	default:
 		msg = fmt.Errorf("embedded store file %s: %w", path, err)
 	}
@@ -567,13 +569,13 @@ func (e *Store) lockJob(ctx context.Context, key string, wait bool) (*os.File, e
 	}
 	path := e.recordPath(key)
 	for {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := e.openCreate(path, os.O_RDWR)
 		if errors.Is(err, os.ErrNotExist) {
 			// The folder does not exist yet, or was removed: start afresh.
-			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			if err := e.mkdirAll(filepath.Dir(path)); err != nil {
 				return nil, &fileError{filepath.Dir(path), err}
 			}
-			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+			f, err = e.openCreate(path, os.O_RDWR)
 		}
 		if err != nil {
 			return nil, &fileError{path, err}

@@ -57,12 +57,12 @@ func (e *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscript
 		return nil, &leasestore.UnavailableError{Op: "subscribe", Err: err}
 	}
 	path := e.notifyPath(job)
-	if err := os.MkdirAll(e.notifyDir, 0o700); err != nil {
-		return nil, &leasestore.UnavailableError{Op: "subscribe", Err: fmt.Errorf("creating notify folder: %w", err)}
+	if err := e.mkdirAll(e.notifyDir); err != nil {
+		return nil, e.unavailable("subscribe", &fileError{e.notifyDir, err})
 	}
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	f, err := e.openCreate(path, os.O_RDONLY)
 	if err != nil {
-		return nil, &leasestore.UnavailableError{Op: "subscribe", Err: fmt.Errorf("creating notify file: %w", err)}
+		return nil, e.unavailable("subscribe", &fileError{path, err})
 	}
 	_ = f.Close()
 	w, err := fsnotify.NewWatcher()

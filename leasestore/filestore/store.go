@@ -25,6 +25,7 @@ type Store struct {
 	dir       string
 	dataDir   string
 	notifyDir string
+	access    access // how it creates folders and files (perm.go)
 
 	// The token feed (tokenfeed.go), started by the first WatchTokens.
 	feedMu     sync.Mutex
@@ -38,19 +39,25 @@ var (
 )
 
 // Open opens the embedded store for namespace in dir, creating the
-// folder (0700) if needed. The files are created (0600, in 0700 folders) by
-// the first operation that writes: the folder <namespace>.store and, for
-// waiters, the folder <namespace>.notify. Opening is cheap: it does no file
-// I/O beyond creating the folder.
+// folder (0700) if needed. The files are created by the first operation
+// that writes: the folder <namespace>.store and, for waiters, the folder
+// <namespace>.notify; 0600 in 0700 folders, or, when dir is group-writable,
+// shared with its group (0660 in 02770 folders, see perm.go). Opening is
+// cheap: it does no file I/O beyond creating the folder and reading its
+// mode.
 func Open(dir, namespace string) (*Store, error) {
 	if err := leasestore.ValidateNamespace(namespace); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, &leasestore.UnavailableError{Op: "open", Err: fmt.Errorf("creating the embedded store folder: %w", err)}
+		return nil, &leasestore.UnavailableError{Op: "open", Err: fmt.Errorf("creating the embedded store folder: %w (choose one this user may create with --store file:///PATH or XDG_STATE_HOME)", err)}
+	}
+	acc, err := accessOf(dir)
+	if err != nil {
+		return nil, &leasestore.UnavailableError{Op: "open", Err: fmt.Errorf("the embedded store folder: %w", err)}
 	}
 	base := filepath.Join(dir, fileName(namespace))
-	return &Store{dir: dir, dataDir: base + ".store", notifyDir: base + ".notify"}, nil
+	return &Store{dir: dir, dataDir: base + ".store", notifyDir: base + ".notify", access: acc}, nil
 }
 
 // fileName encodes a namespace as a file name: bytes other than a-z 0-9 . _ -
@@ -156,6 +163,7 @@ func (e *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	var lease *leasestore.Lease
 	err := e.update(ctx, "acquire", req.Job, func(t *txn, doc *jobDoc) (err error) {
 		var step rules.Step
+		e.endGone(&doc.Record, req.Holder, t.now, dyingGroupWait)
 		step, lease, err = rules.Acquire(&doc.Record, req, t.now)
 		t.apply(doc, step)
 		return err
@@ -364,6 +372,7 @@ func (e *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 		if err != nil {
 			return &fileError{e.recordPath(jobKey(job)), err}
 		}
+		e.endGone(&doc.Record, "", t.now, 0)
 		st = rules.Status(&doc.Record, history, t.now)
 		return nil
 	})

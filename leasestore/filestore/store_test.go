@@ -92,42 +92,81 @@ func TestEmbeddedFileNames(t *testing.T) {
 }
 
 func TestEmbeddedPermissions(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "state", "leasectl")
-	e := openEmbedded(t, dir)
-	sub, err := e.Subscribe(storetest.Ctx(t), "job")
-	if err != nil {
-		t.Fatalf("Subscribe: %v", err)
+	// Whatever the umask: a store folder of its owner's alone keeps what
+	// the store creates private; a group-writable one shares it with the
+	// folder's group. As root, that group is one the folder's creator is
+	// not in, as when root runs a team's job first.
+	old := syscall.Umask(0o077)
+	t.Cleanup(func() { syscall.Umask(old) })
+	group := os.Getgid()
+	if os.Geteuid() == 0 {
+		group = 4242
 	}
-	defer sub.Close()
-	storetest.Release(t, e, storetest.Acquire(t, e, storetest.Request("job", "a", storetest.LongTTL)), leasestore.ResultCompleted)
+	tests := []struct {
+		name  string
+		share bool
+		dir   fs.FileMode // of the folders the store creates
+		file  fs.FileMode
+		group int // of what the store creates; -1: any
+		seen  int // paths the store created
+	}{
+		// state, state/leasectl (Open makes them), and what follows.
+		{"private", false, fs.ModeDir | 0o700, 0o600, -1, 9},
+		{"shared with a group", true, fs.ModeDir | fs.ModeSetgid | 0o770, 0o660, group, 7},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state", "leasectl")
+			if tc.share {
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chown(dir, -1, group); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Chmod(dir, 0o770); err != nil { // setgid is not needed
+					t.Fatal(err)
+				}
+			}
+			e := openEmbedded(t, dir)
+			sub, err := e.Subscribe(storetest.Ctx(t), "job")
+			if err != nil {
+				t.Fatalf("Subscribe: %v", err)
+			}
+			defer sub.Close()
+			storetest.Release(t, e, storetest.Acquire(t, e, storetest.Request("job", "a", storetest.LongTTL)), leasestore.ResultCompleted)
 
-	var seen int
-	err = filepath.WalkDir(filepath.Dir(dir), func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		want := fs.FileMode(0o600)
-		if d.IsDir() {
-			want = fs.ModeDir | 0o700
-		}
-		if fi.Mode() != want {
-			t.Errorf("%s has mode %s, want %s", path, fi.Mode(), want)
-		}
-		seen++
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// state, state/leasectl, the store folder, its jobs folder with the
-	// job's record, its in-flight folder with the folder of the hour the
-	// run's liveness expired in, the notify folder and one notify file.
-	if seen != 9 {
-		t.Errorf("checked %d paths, want 9", seen)
+			var seen int
+			err = filepath.WalkDir(filepath.Dir(dir), func(path string, d fs.DirEntry, err error) error {
+				if err != nil || tc.share && !strings.HasPrefix(path, dir+"/") {
+					return err
+				}
+				fi, err := d.Info()
+				if err != nil {
+					return err
+				}
+				want := tc.file
+				if d.IsDir() {
+					want = tc.dir
+				}
+				gid := int(fi.Sys().(*syscall.Stat_t).Gid)
+				if fi.Mode() != want || tc.group >= 0 && gid != tc.group {
+					t.Errorf("%s has mode %s, group %d; want %s, group %d", path, fi.Mode(), gid, want, tc.group)
+				}
+				seen++
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The store folder, its jobs folder with the job's record,
+			// its in-flight folder with the folder of the hour the run's
+			// liveness expired in, the notify folder and one notify file;
+			// nothing left in the making.
+			if seen != tc.seen {
+				t.Errorf("checked %d paths, want %d", seen, tc.seen)
+			}
+		})
 	}
 }
 

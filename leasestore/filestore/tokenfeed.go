@@ -117,12 +117,12 @@ func (f *tokenFeed) watch(ctx context.Context, job string, fn func(leasestore.To
 		return &leasestore.UnavailableError{Op: "watch tokens", Err: fmt.Errorf("%s: %w", what, err)}
 	}
 	path := f.e.tokenPath(job)
-	if err := os.MkdirAll(f.e.notifyDir, 0o700); err != nil {
-		return nil, unavailable("creating notify folder", err)
+	if err := f.e.mkdirAll(f.e.notifyDir); err != nil {
+		return nil, f.e.unavailable("watch tokens", &fileError{f.e.notifyDir, err})
 	}
-	file, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	file, err := f.e.openCreate(path, os.O_RDONLY)
 	if err != nil {
-		return nil, unavailable("creating token file", err)
+		return nil, f.e.unavailable("watch tokens", &fileError{path, err})
 	}
 	_ = file.Close()
 	f.mu.Lock()

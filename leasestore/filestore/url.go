@@ -2,7 +2,9 @@ package filestore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -35,14 +37,19 @@ func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Store,
 }
 
 // DefaultDir is the embedded store's folder: $XDG_STATE_HOME/leasectl, or
-// ~/.local/state/leasectl when XDG_STATE_HOME is unset or not absolute.
+// ~/.local/state/leasectl when XDG_STATE_HOME is unset or not absolute. A
+// home that does not exist (a system account's) is an *UnavailableError
+// naming both ways to choose a folder.
 func DefaultDir() (string, error) {
 	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
 		return filepath.Join(d, "leasectl"), nil
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("cannot find the embedded store's folder: set XDG_STATE_HOME or HOME: %w", err)
+		return "", &leasestore.UnavailableError{Op: "open", Err: fmt.Errorf("cannot find the embedded store's folder: set XDG_STATE_HOME or HOME, or name a store with --store: %w", err)}
+	}
+	if _, err := os.Stat(home); errors.Is(err, fs.ErrNotExist) {
+		return "", &leasestore.UnavailableError{Op: "open", Err: fmt.Errorf("the embedded store's folder would be under HOME (%s), which does not exist: set XDG_STATE_HOME to a folder this user may write, or name a store with --store (e.g. file:///var/lib/leasectl)", home)}
 	}
 	return filepath.Join(home, ".local", "state", "leasectl"), nil
 }

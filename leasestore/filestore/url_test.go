@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,9 +46,19 @@ func TestOpenURL(t *testing.T) {
 }
 
 func TestDefaultDirWithoutXDG(t *testing.T) {
+	home := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", "relative")
-	t.Setenv("HOME", "/home/op")
-	if dir, err := DefaultDir(); err != nil || dir != "/home/op/.local/state/leasectl" {
+	t.Setenv("HOME", home)
+	if dir, err := DefaultDir(); err != nil || dir != home+"/.local/state/leasectl" {
 		t.Fatalf("DefaultDir() = %q, %v; want ~/.local/state/leasectl", dir, err)
+	}
+}
+
+func TestDefaultDirOfASystemAccountWithoutHome(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", filepath.Join(t.TempDir(), "nonexistent"))
+	dir, err := DefaultDir()
+	if !errors.Is(err, leasestore.ErrUnavailable) || !strings.Contains(err.Error(), "XDG_STATE_HOME") || !strings.Contains(err.Error(), "--store") {
+		t.Fatalf("DefaultDir() = %q, %v; want unavailable, naming XDG_STATE_HOME and --store", dir, err)
 	}
 }
