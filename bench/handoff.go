@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // Timing of the fault figures: docs/design.md §8 states failover against the TTL
@@ -297,18 +295,18 @@ func (b *bench) failFastOnce(st faultStore, freeze, thaw func() error) (float64,
 		holder.cmd.Process.Kill()
 		return 0, err
 	}
-	pidfd, err := unix.PidfdOpen(child, 0)
+	pidfd, err := openPidfd(child)
 	if err != nil {
 		holder.cmd.Process.Kill()
-		return 0, fmt.Errorf("pidfd_open: %w", err)
+		return 0, err
 	}
-	defer unix.Close(pidfd)
+	defer pidfd.Close()
 	time.Sleep(3*st.heartbeat + time.Duration(b.rng.Int64N(int64(st.heartbeat))))
 	frozen := mono()
 	if err := freeze(); err != nil {
 		return 0, err
 	}
-	died, err := awaitDeath(pidfd)
+	died, err := pidfd.awaitDeath()
 	if terr := thaw(); err == nil {
 		err = terr
 	}

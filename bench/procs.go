@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // eventTimeout bounds every wait for a process's event, so a broken run
@@ -24,15 +22,6 @@ const eventTimeout = 20 * time.Second
 // waitingLog is what `leasectl run --wait` logs at debug level once it found
 // the lease held and started waiting.
 const waitingLog = "lease held; waiting"
-
-// mono is CLOCK_MONOTONIC in nanoseconds, the clock the stamp helper writes.
-func mono() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return 0
-	}
-	return ts.Nano()
-}
 
 // proc is a started command whose output is watched: the stamp helper's
 // "ready PID" on stdout, leasectl's waiting log line on stderr.
@@ -153,25 +142,6 @@ func readStamp(path string) (int64, error) {
 		return 0, fmt.Errorf("reading a stamp: %w", err)
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-}
-
-// awaitDeath waits for pid to exit (through a pidfd: an event, not polling)
-// and returns the monotonic time it saw the exit.
-func awaitDeath(pidfd int) (int64, error) {
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, int(eventTimeout/time.Millisecond))
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("poll pidfd: %w", err)
-		}
-		if n == 0 {
-			return 0, fmt.Errorf("process still alive after %s", eventTimeout)
-		}
-		return mono(), nil
-	}
 }
 
 // awaitBlockedInFlock waits until pid sleeps in the kernel's file-lock

@@ -3,10 +3,10 @@ package inspect
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/leasectl/leasectl/internal/signame"
 	"github.com/leasectl/leasectl/leasestore"
 )
 
@@ -133,7 +133,7 @@ func outcomeFields(o *leasestore.LastOutcome, now time.Time) []field {
 	switch {
 	case o.Signal != 0:
 		fmt.Fprintf(&b, " signal %d", o.Signal)
-		if name := unix.SignalName(unix.Signal(o.Signal)); name != "" {
+		if name := signame.Name(syscall.Signal(o.Signal)); name != "" {
 			fmt.Fprintf(&b, " (%s)", name)
 		}
 	case o.ExitCode >= 0:

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 
+	"github.com/leasectl/leasectl/internal/signame"
 	"github.com/leasectl/leasectl/leasestore"
 )
 
@@ -265,8 +265,8 @@ func (r *run) suspend(sig syscall.Signal) {
 	// came before the watchdog could (its first milliseconds).
 	r.tellWatchdog(func() error { return r.wd.Continue() })
 	left := r.deadline.Sub(r.s.Clock.Now()).Round(100 * time.Millisecond)
-	r.log.Warn().Str("signal", unix.SignalName(sig)).Dur("left", left).
-		Msgf("stopped by %s: nothing renews the lease while stopped, so the child is killed unless the run is resumed (fg) within %s", unix.SignalName(sig), left)
+	r.log.Warn().Str("signal", signame.Name(sig)).Dur("left", left).
+		Msgf("stopped by %s: nothing renews the lease while stopped, so the child is killed unless the run is resumed (fg) within %s", signame.Name(sig), left)
 	r.suspended = true
 	r.s.Suspend(sig)
 }

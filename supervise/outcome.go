@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"golang.org/x/sys/unix"
 
+	"github.com/leasectl/leasectl/internal/signame"
 	"github.com/leasectl/leasectl/leasestore"
 )
 
@@ -77,7 +77,7 @@ func (r *run) outcome(exit Exit) leasestore.Outcome {
 		out.Result = leasestore.ResultFailed
 	default:
 		out.Result = leasestore.ResultCrashed
-		out.Reason = fmt.Sprintf("killed by %s, which leasectl did not send", unix.SignalName(exit.Signal))
+		out.Reason = fmt.Sprintf("killed by %s, which leasectl did not send", signame.Name(exit.Signal))
 	}
 	return out
 }
