@@ -105,6 +105,7 @@ func Run(t *testing.T, h Harness) {
 		{"RecordLateLiftsTheQuarantineItCaused", testRecordLateLiftsQuarantine},
 		{"RecordLateCompletedEndsTheStreak", testRecordLateCompleted},
 		{"RecordLateAbandonedGrant", testRecordLateAbandoned},
+		{"FollowsTheRules", testFollowsTheRules},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, fixture{h.NewStore(t), h.Abilities()}) })
