@@ -81,6 +81,13 @@ func answerKind(err error, label func(int64) string) (kind, detail string) {
 	}
 }
 
+// describeCorrection is every field of a correction (its String says only
+// the main one).
+func describeCorrection(c leasestore.Correction) string {
+	return fmt.Sprintf("released %v, crash withdrawn %v, quarantine lifted %v, %d consecutive crashes",
+		c.Released, c.CrashWithdrawn, c.QuarantineLifted, c.Crashes)
+}
+
 // describeCrash is a counted crash in the terms the rules fix.
 func (ls *lockstep) describeCrash(c *leasestore.Crash, label func(int64) string) string {
 	if c == nil {

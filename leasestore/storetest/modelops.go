@@ -273,10 +273,10 @@ func (ls *lockstep) deliverLate(t *testing.T, worker int, late leasestore.LateOu
 	step, mc := rules.RecordLate(&m.rec, m.history, ml, ls.now)
 	m.apply(step)
 	if sc != mc {
-		ls.fail(t, "the correction of a late outcome", fmt.Sprintf("%+v", sc), fmt.Sprintf("%+v", mc))
+		ls.fail(t, "the correction of a late outcome", describeCorrection(sc), describeCorrection(mc))
 	}
-	ls.logf("  → %+v", mc)
-	ls.seen[fmt.Sprintf("record late: %+v", mc)]++
+	ls.logf("  → %s", describeCorrection(mc))
+	ls.seen["record late: "+mc.String()]++
 }
 
 // scan is the reaper's pass over every job.
