@@ -275,6 +275,11 @@ func testRenew(t *testing.T, h fixture) {
 		if err := s.Renew(Ctx(t), &forged); !errors.Is(err, leasestore.ErrLeaseLost) {
 			t.Fatalf("Renew by a holder that does not hold the lease = %v, want ErrLeaseLost", err)
 		}
+		// Not the run's own evidence: no lease-lost event (that is for
+		// the holder's renewal after its liveness expired).
+		if st := Status(t, s, "impostor"); hasEvent(st.History, leasestore.EventLeaseLost, l.Token) {
+			t.Errorf("history %+v: a renewal under another holder's name recorded a lease-lost event", st.History)
+		}
 	})
 }
 

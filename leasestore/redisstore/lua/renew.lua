@@ -3,7 +3,7 @@
 -- ARGV: shard prefix, job, holder, token, ttl (ms), the holder's last
 --       renewal round trip (us; 0: not measured), kept in the record as rt.
 -- Returns 1 when renewed; 0 when the lease is lost (then, if the evidence
--- still holds this token, a lease-lost event is recorded).
+-- still holds this token and holder, a lease-lost event is recorded).
 local prefix, job, holder, token, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local k = declared_keys(prefix, job)
 local now = now_us()
@@ -11,7 +11,10 @@ local f = evidence_of(k, token)
 if not f then
   return 0
 end
-if f[1] == holder and liveness(k, job, now) then
+if f[1] ~= holder then
+  return 0
+end
+if liveness(k, job, now) then
   redis.call('ZADD', k.idx, now + ttl * 1000, job)
   redis.call('PEXPIRE', k.e, f[4])
   if tonumber(ARGV[6]) > 0 then
