@@ -205,13 +205,18 @@ func (ls *lockstep) vanish(t *testing.T, job string) {
 	ls.logf("  its lease expired in the store; the model's clock moves %s on", req.TTL+modelTick)
 }
 
-// renew renews a run's lease, reporting a round trip.
+// renew renews a run's lease, reporting a round trip; one time in eight,
+// under another holder's name, as a confused client would.
 func (ls *lockstep) renew(t *testing.T, job string) {
 	run := ls.someRun(job)
 	rtt := time.Duration(1+ls.rnd.IntN(50)) * time.Millisecond
 	sl, ml := *run.store, *run.model
 	sl.RTT, ml.RTT = rtt, rtt
-	ls.logf("%s: %s renews %s (round trip %s)", job, run.req.Holder, ls.label(ml.Token), rtt)
+	if ls.rnd.IntN(8) == 0 {
+		_, sl.Holder = ls.freshHolder()
+		ml.Holder = sl.Holder
+	}
+	ls.logf("%s: %s renews %s (round trip %s)", job, sl.Holder, ls.label(ml.Token), rtt)
 	serr := ls.workers[run.worker].Renew(Ctx(t), &sl)
 	m := ls.model[job]
 	step, merr := rules.Renew(&m.rec, &ml, ls.now)
