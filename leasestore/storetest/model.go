@@ -16,7 +16,8 @@ import (
 // FollowsTheRules is a model-based test: it runs a random sequence of
 // operations, by several workers on a couple of jobs, against the store and
 // against the pure rules of package rules on a model record per job, and
-// compares every answer, and every job's status after each step. The
+// compares every answer, every job's status after each step, and the
+// store-wide views (Leases, Counts, Quarantined) every few steps. The
 // hand-written rules of the suite check each rule in its own setting; this
 // test checks that a store whose transitions are scripts of their own
 // (Redis's Lua, PostgreSQL's plpgsql) takes the same decisions as the rules
@@ -46,6 +47,9 @@ const (
 	// modelTick is how far the model's clock moves at each step: the
 	// events of two steps never share a time.
 	modelTick = time.Millisecond
+	// modelViewsEvery is how often, in steps, the store-wide views are
+	// compared.
+	modelViewsEvery = 4
 	// modelWorkers is how many workers ask for the jobs, each through a
 	// client of its own, with a fresh holder ID for each run.
 	modelWorkers = 3
@@ -90,6 +94,10 @@ func testFollowsTheRules(t *testing.T, h fixture) {
 		ls.pick()(t)
 		for _, job := range modelJobs {
 			ls.compareStatus(t, job)
+		}
+		// The views read every job, where a step changes one or two.
+		if ls.step%modelViewsEvery == 0 {
+			ls.compareViews(t)
 		}
 	}
 	t.Logf("%d steps, %d grants, %d vanished supervisors in %s", ls.step-1, len(ls.labels), vanishes-ls.vanishes, time.Since(start).Round(time.Millisecond))

@@ -169,3 +169,46 @@ func (ls *lockstep) describeRoundTrip(rtt time.Duration, token int64) string {
 	}
 	return fmt.Sprintf("round trip %s, which its holder never reported", rtt)
 }
+
+// compareViews fails the test when the store-wide views, Leases, Counts
+// and Quarantined, do not show what the model's records say.
+func (ls *lockstep) compareViews(t *testing.T) {
+	t.Helper()
+	leases, err := ls.operator.Leases(Ctx(t))
+	if err != nil {
+		ls.fail(t, "leases", err, "no error")
+	}
+	quarantined, err := ls.operator.Quarantined(Ctx(t))
+	if err != nil {
+		ls.fail(t, "quarantined", err, "no error")
+	}
+	counts, err := ls.operator.Counts(Ctx(t))
+	if err != nil {
+		ls.fail(t, "counts", err, "no error")
+	}
+	var got []string
+	for _, h := range leases {
+		got = append(got, fmt.Sprintf("lease of %s by %s (%s)", h.Job, h.Worker, ls.storeLabel(h.Token)))
+	}
+	for _, q := range quarantined {
+		got = append(got, fmt.Sprintf("%s quarantined by %s after %d crashes", q.Job, q.By, q.Crashes))
+	}
+	got = append(got, fmt.Sprintf("%d in flight, %d quarantined", counts.InFlight, counts.Quarantined))
+
+	var want, quarantines []string
+	var inFlight int
+	for _, job := range modelJobs {
+		r := &ls.model[job].rec
+		if r.Live(ls.now) {
+			want = append(want, fmt.Sprintf("lease of %s by %s (%s)", job, r.Run.Holder, ls.label(r.Run.Token)))
+			inFlight++
+		}
+		if q := r.Quarantine; q != nil {
+			quarantines = append(quarantines, fmt.Sprintf("%s quarantined by %s after %d crashes", job, q.By, q.Crashes))
+		}
+	}
+	want = append(append(want, quarantines...), fmt.Sprintf("%d in flight, %d quarantined", inFlight, len(quarantines)))
+	if !slices.Equal(got, want) {
+		ls.fail(t, "the store-wide views", strings.Join(got, "; "), strings.Join(want, "; "))
+	}
+}
