@@ -60,8 +60,13 @@ func (ls *lockstep) pick() func(t *testing.T) {
 	if len(ls.gaveUp[job]) > 0 {
 		choices = append(choices, choice{1, ls.acquireGaveUp})
 	}
-	if ls.vanishes > 0 && !m.rec.Live(ls.now) && m.rec.Quarantine == nil {
-		choices = append(choices, choice{3, ls.vanish})
+	if !m.rec.Live(ls.now) && m.rec.Quarantine == nil {
+		if ls.vanishes > 0 {
+			choices = append(choices, choice{3, ls.vanish})
+		}
+		if ls.forgets > 0 {
+			choices = append(choices, choice{1, ls.forget})
+		}
 	}
 	var weighted []func(t *testing.T, job string)
 	for _, c := range choices {
@@ -120,12 +125,13 @@ func (ls *lockstep) acquireFresh(t *testing.T, job string) {
 
 // acquireAgain is the holder of a run asking again, as one whose answer
 // was lost does: the live holder gets its lease back; a holder whose lease
-// expired asks anew. It asks for LongTTL even when its run vanished: only
-// the vanish step takes a lease that expires.
+// expired asks anew. It asks for LongTTL and the usual evidence TTL even
+// when its run vanished: only the steps of vanished supervisors take a
+// lease, or evidence, that expires.
 func (ls *lockstep) acquireAgain(t *testing.T, job string) {
 	run := ls.someRun(job)
 	req := run.req
-	req.TTL = LongTTL
+	req.TTL, req.EvidenceTTL = LongTTL, EvidenceTTL
 	ls.acquire(t, run.worker, req)
 }
 
@@ -203,6 +209,44 @@ func (ls *lockstep) vanish(t *testing.T, job string) {
 	ls.h.awaitExpired(t, ls.operator, run.store)
 	ls.now = ls.now.Add(req.TTL + modelTick)
 	ls.logf("  its lease expired in the store; the model's clock moves %s on", req.TTL+modelTick)
+}
+
+// forget is a run whose supervisor vanished while nobody looked: its lease
+// and then its crash evidence expire, and its crash is never counted (as
+// an expired Redis key is not). The step waits until the store no longer
+// reports the run, then moves the model's clock past its evidence.
+func (ls *lockstep) forget(t *testing.T, job string) {
+	worker, holder := ls.freshHolder()
+	req := Request(job, holder, ls.h.shortTTL())
+	req.EvidenceTTL = 2 * req.TTL
+	req.MaxCrashes = 2 + ls.rnd.IntN(2)
+	ls.logf("%s: the supervisor of %s will vanish, and nobody looks until its evidence expired", job, holder)
+	granted := ls.now
+	run := ls.acquire(t, worker, req)
+	if run == nil {
+		return
+	}
+	ls.forgets--
+	ls.h.awaitEvidenceExpired(t, ls.operator, run.store, req.EvidenceTTL)
+	ls.now = granted.Add(req.EvidenceTTL + modelTick)
+	ls.logf("  its evidence expired in the store; the model's clock moves past it")
+}
+
+// awaitEvidenceExpired waits until the store no longer reports l's run,
+// neither live nor crashed: its evidence, of evidenceTTL, expired.
+func (h fixture) awaitEvidenceExpired(t *testing.T, s leasestore.Store, l *leasestore.Lease, evidenceTTL time.Duration) {
+	t.Helper()
+	h.awaitExpired(t, s, l)
+	time.Sleep(min(max(time.Until(l.GrantedAt.Add(evidenceTTL)), 0), evidenceTTL))
+	for guard := time.Now().Add(h.expiryGuard()); ; time.Sleep(10 * time.Millisecond) {
+		st := Status(t, s, l.Job)
+		if st.Crashed == nil || st.Crashed.Token != l.Token {
+			return
+		}
+		if time.Now().After(guard) {
+			t.Fatalf("evidence of %s (token %d, evidence TTL %s) still there after %s", l.Job, l.Token, evidenceTTL, h.expiryGuard())
+		}
+	}
 }
 
 // renew renews a run's lease, reporting a round trip; one time in eight,
