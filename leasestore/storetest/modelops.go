@@ -283,11 +283,16 @@ func (ls *lockstep) release(t *testing.T, job string) {
 	ls.compareAnswers(t, "release", serr, merr)
 }
 
-// recordLate delivers the late outcome of one of the job's runs: with its
+// recordLate delivers the late outcome of one of the job's runs, most of
+// the time one whose crash was counted and whose outcome did not come yet
+// (the late outcomes that withdraw crashes and lift quarantines): with its
 // token, or, a quarter of the time, with Token 0, its holder having given
 // up on the grant.
 func (ls *lockstep) recordLate(t *testing.T, job string) {
 	run := ls.someRun(job)
+	if crashed := ls.crashedRuns(job); len(crashed) > 0 && ls.rnd.IntN(3) > 0 {
+		run = crashed[ls.rnd.IntN(len(crashed))]
+	}
 	if ls.rnd.IntN(4) == 0 {
 		ls.deliverLate(t, run.worker, leasestore.LateOutcome{Job: job, Holder: run.req.Holder,
 			Outcome: ls.outcome()}, 0)
@@ -295,6 +300,19 @@ func (ls *lockstep) recordLate(t *testing.T, job string) {
 	}
 	ls.deliverLate(t, run.worker, leasestore.LateOutcome{Job: job, Holder: run.req.Holder, Token: run.store.Token,
 		Outcome: ls.outcome()}, run.model.Token)
+}
+
+// crashedRuns are the job's runs whose crash the model's history shows
+// counted, and no late outcome of theirs yet.
+func (ls *lockstep) crashedRuns(job string) []*modelRun {
+	history := ls.model[job].history
+	var crashed []*modelRun
+	for _, run := range ls.runs[job] {
+		if hasEvent(history, leasestore.EventCrashed, run.model.Token) && !hasEvent(history, leasestore.EventLateOutcome, run.model.Token) {
+			crashed = append(crashed, run)
+		}
+	}
+	return crashed
 }
 
 // giveUpBeforeTheGrant is a holder giving up on its request before the
