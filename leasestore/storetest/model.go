@@ -13,26 +13,6 @@ import (
 	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
-// FollowsTheRules is a model-based test: it runs a random sequence of
-// operations, by several workers on a couple of jobs, against the store and
-// against the pure rules of package rules on a model record per job, and
-// compares every answer, every job's status after each step, and the
-// store-wide views (Leases, Counts, Quarantined) every few steps. The
-// hand-written rules of the suite check each rule in its own setting; this
-// test checks that a store whose transitions are scripts of their own
-// (Redis's Lua, PostgreSQL's plpgsql) takes the same decisions as the rules
-// in the settings nobody thought of.
-//
-// Time. A store keeps its own clock (Redis TIME, PostgreSQL's now(), the
-// host's clock for the embedded store and etcd), which the test cannot
-// move; the model's clock is kept in step by construction. Every lease the
-// sequence takes lives for LongTTL and the sequence stops well before that,
-// so no lease expires on its own; a vanished supervisor is the one step
-// that lets a lease expire: it waits until the store reports it expired
-// and then moves the model's clock past that run's liveness. Minimum
-// intervals and deadlines are an hour away from every time the test sees,
-// so the two clocks' small difference cannot change an answer.
-
 // modelSeed replays a failed sequence: a failure names its seed.
 var modelSeed = flag.Int64("storetest.seed", 0, "seed of the model-based conformance test FollowsTheRules (0: a new one each run)")
 
@@ -66,6 +46,26 @@ var modelJobs = []string{"alpha", "beta"}
 // the model's clock says so.
 const modelBudget = LongTTL / 2
 
+// testFollowsTheRules is FollowsTheRules, a model-based test: it runs a
+// random sequence of operations, by several workers on a couple of jobs,
+// against the store and against the pure rules of package rules on a model
+// record per job, and compares every answer, every job's status after each
+// step, and the store-wide views (Leases, Counts, Quarantined) every few
+// steps. The hand-written rules of the suite check each rule in its own
+// setting; this test checks that a store whose transitions are scripts of
+// their own (Redis's Lua, PostgreSQL's plpgsql) takes the same decisions as
+// the rules in the settings nobody thought of.
+//
+// Time. A store keeps its own clock (Redis TIME, PostgreSQL's
+// clock_timestamp(), the host's clock for the embedded store and etcd),
+// which the test cannot move; the model's clock is kept in step by
+// construction. Every lease the sequence takes lives for LongTTL, with
+// evidence for EvidenceTTL, and the sequence stops well before that, so
+// nothing expires on its own. Only the steps of vanished supervisors take
+// a lease (and once its evidence) that expires: each waits until the store
+// reports it expired, then moves the model's clock past it. Minimum
+// intervals and deadlines are an hour away from every time the test sees,
+// so the two clocks' small difference cannot change an answer.
 func testFollowsTheRules(t *testing.T, h fixture) {
 	seed := *modelSeed
 	if seed == 0 {
