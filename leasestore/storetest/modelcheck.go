@@ -16,12 +16,15 @@ import (
 // contract fixes, in words, with the store's tokens named by the grant of
 // the model they are mapped to. Left out, and why:
 //   - times (At, Since, ExpiresAt, FinishedAt, Now...): the store's clock
-//     is not the model's; only whether LastSuccess is set is compared;
+//     is not the model's (and etcd reports ExpiresAt from its etcd lease's
+//     TTL left); only whether LastSuccess is set is compared;
 //   - history details and Event.Result: the details are for people, and
 //     Redis and PostgreSQL do not record an event's Result yet (they
 //     decide from its detail); an event is its kind, worker and run;
 //   - the refusals' data beyond who holds or quarantined the job (a
-//     HeldError's ExpiresIn is etcd's TTL left, for one).
+//     HeldError's ExpiresIn is etcd's TTL left, for one);
+//   - a holder's exact last round trip (describeRoundTrip), and Crashed
+//     outside state CRASHED (describeStatus).
 
 // compareAnswers fails the test when the store's answer to a call is not
 // the rules' answer.
