@@ -268,6 +268,8 @@ func (o Outcome) Detail() string {
 }
 
 // Crash is a run whose supervisor vanished, as counted by Acquire or Scan.
+// Quarantined says whether this crash quarantined the job: it reached the
+// run's max-crashes while the job was not quarantined yet.
 type Crash struct {
 	Job         string
 	Holder      string

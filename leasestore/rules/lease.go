@@ -85,9 +85,9 @@ func (r *Record) extend(now time.Time, ttl time.Duration) {
 
 // Renew extends l's liveness by l.TTL and its run's evidence by its own TTL
 // at now, keeps the round trip l reports, and sets l.Stop when an operator
-// asked the run to stop. It refuses with ErrLeaseLost
-// a lease that is no longer live; when the run's evidence is still there,
-// a lease-lost event records the late renewal.
+// asked the run to stop. It refuses with ErrLeaseLost a lease that is no
+// longer live; when the run's own evidence (l's token and holder) is still
+// there, a lease-lost event records the late renewal.
 func Renew(r *Record, l *leasestore.Lease, now time.Time) (Step, error) {
 	var s Step
 	u := r.Run
@@ -99,7 +99,7 @@ func Renew(r *Record, l *leasestore.Lease, now time.Time) (Step, error) {
 		l.Stop = u.Stop
 		return s, nil
 	}
-	if r.Evidence(now) && u.Token == l.Token {
+	if r.Evidence(now) && u.Token == l.Token && u.Holder == l.Holder {
 		s.record(now, leasestore.Event{Kind: leasestore.EventLeaseLost, Worker: l.Holder, Token: l.Token,
 			Detail: "renewal came after the lease expired"})
 	}

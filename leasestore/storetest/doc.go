@@ -10,5 +10,10 @@
 // leasestore.Store with real time: it lets short leases expire by waiting
 // past them, so a store under test must keep its own clock.
 //
+// Besides one subtest per rule, FollowsTheRules runs a random sequence of
+// operations against the store and against the pure rules of package
+// rules, and compares them step by step. Its seed is in the log; a failure
+// prints it with the sequence, and -storetest.seed=N replays it.
+//
 // The package is imported only by tests.
 package storetest

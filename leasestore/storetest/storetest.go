@@ -107,6 +107,7 @@ func Run(t *testing.T, h Harness) {
 		{"RecordLateAbandonedGrant", testRecordLateAbandoned},
 		{"Stop", testStop},
 		{"Jobs", testJobs},
+		{"FollowsTheRules", testFollowsTheRules},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, fixture{h.NewStore(t), h.Abilities()}) })
@@ -275,6 +276,11 @@ func testRenew(t *testing.T, h fixture) {
 		forged.Holder = "b"
 		if err := s.Renew(Ctx(t), &forged); !errors.Is(err, leasestore.ErrLeaseLost) {
 			t.Fatalf("Renew by a holder that does not hold the lease = %v, want ErrLeaseLost", err)
+		}
+		// Not the run's own evidence: no lease-lost event (that is for
+		// the holder's renewal after its liveness expired).
+		if st := Status(t, s, "impostor"); hasEvent(st.History, leasestore.EventLeaseLost, l.Token) {
+			t.Errorf("history %+v: a renewal under another holder's name recorded a lease-lost event", st.History)
 		}
 	})
 }
@@ -626,6 +632,24 @@ func testManualQuarantine(t *testing.T, h fixture) {
 	}
 	if err := s.ReleaseQuarantine(Ctx(t), "other", first); !errors.Is(err, leasestore.ErrNotQuarantined) {
 		t.Errorf("ReleaseQuarantine of a job never quarantined = %v, want ErrNotQuarantined", err)
+	}
+
+	// A crash that reaches its run's threshold under an operator's
+	// quarantine did not quarantine the job: the operator's stays.
+	req := Request("crashed", "c1", LongTTL)
+	req.MaxCrashes = 2
+	Release(t, s, Acquire(t, s, req), leasestore.ResultCrashed)
+	crashed := h.crashRun(t, s, "crashed", "c2", 2)
+	if err := s.Quarantine(Ctx(t), "crashed", first); err != nil {
+		t.Fatalf("Quarantine: %v", err)
+	}
+	found, err := s.Scan(Ctx(t))
+	if err != nil || len(found) != 1 || found[0].Token != crashed.Token || found[0].Crashes != 2 || found[0].Quarantined {
+		t.Errorf("Scan under an operator's quarantine = %+v, %v; want the crash of token %d, 2 crashes, not the one that quarantined the job",
+			found, err, crashed.Token)
+	}
+	if st := Status(t, s, "crashed"); st.Quarantine == nil || st.Quarantine.By != first.By {
+		t.Errorf("quarantine after the crash was counted: %+v, want %s's kept", st.Quarantine, first.By)
 	}
 }
 

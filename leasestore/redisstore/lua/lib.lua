@@ -153,15 +153,15 @@ end
 
 -- consume_crash counts the crash of the run whose split evidence is f:
 -- crash count + 1, history, evidence and index entry gone, quarantine at
--- the run's threshold, waiters and token feeds told. Returns the crash count and 1 when the
--- job is quarantined afterwards, else 0.
+-- the run's threshold, waiters and token feeds told. Returns the crash count and 1 when this
+-- crash quarantined the job, else 0 (also when the job was quarantined already).
 local function consume_crash(k, job, f, now, detail)
   local crashes = redis.call('HINCRBY', k.r, 'c', 1)
   event(k, now, 'c', f[1], f[2], detail)
   redis.call('DEL', k.e)
   redis.call('ZREM', k.idx, job)
-  local quarantined = redis.call('HEXISTS', k.r, 'q')
-  if quarantined == 0 and crashes >= tonumber(f[5]) then
+  local quarantined = 0
+  if redis.call('HEXISTS', k.r, 'q') == 0 and crashes >= tonumber(f[5]) then
     quarantine(k, job, now, 'leasectl', int(crashes) .. ' consecutive crashes', f[1], f[2])
     quarantined = 1
   end

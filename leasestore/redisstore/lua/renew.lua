@@ -4,8 +4,8 @@
 --       renewal round trip (us; 0: not measured), kept in the record as rt.
 -- Returns {1} when renewed, {1, by, reason, at} when renewed and an
 -- operator asked the run to stop (stop.lua); {0} when the lease is lost
--- (then, if the evidence still holds this token, a lease-lost event is
--- recorded).
+-- (then, if the evidence still holds this token and holder, a lease-lost
+-- event is recorded).
 local prefix, job, holder, token, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local k = declared_keys(prefix, job)
 local now = now_us()
@@ -13,7 +13,10 @@ local f = evidence_of(k, token)
 if not f then
   return {0}
 end
-if f[1] == holder and liveness(k, job, now) then
+if f[1] ~= holder then
+  return {0}
+end
+if liveness(k, job, now) then
   redis.call('ZADD', k.idx, now + ttl * 1000, job)
   redis.call('PEXPIRE', k.e, f[4])
   if tonumber(ARGV[6]) > 0 then
