@@ -383,10 +383,13 @@ type Event struct {
 	Kind   EventKind
 	Worker string
 	Token  int64
-	// Result is the run's outcome on a released, crashed or late-outcome
-	// event, for the rules that read the history (a completion ends a crash
-	// streak); empty on other events, and on events a leasectl older than
-	// this field recorded.
+	// Result is the run's outcome on a released or late-outcome event, and
+	// on a crashed event of a run that released itself as crashed, for the
+	// rules that read the history (a completion ends a crash streak; a
+	// crashed outcome recorded in time is no absence to undo); empty on
+	// other events, on a crashed event of a run whose supervisor vanished,
+	// and on events a leasectl older than this field recorded, whose
+	// detail's first word says it.
 	Result Result `json:",omitempty"`
 	Detail string
 }

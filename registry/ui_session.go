@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/registry/api"
 )
 
@@ -118,7 +119,8 @@ func randomKey() string {
 // validName reports whether name can stand for a person in a job's
 // history: printable, not blank, no longer than a worker ID.
 func validName(name string) bool {
-	return strings.TrimSpace(name) != "" && len(name) <= api.MaxWorkerIDLen && !strings.ContainsFunc(name, unicode.IsControl)
+	return strings.TrimSpace(name) != "" && name != leasestore.ByLeasectl && len(name) <= api.MaxWorkerIDLen &&
+		!strings.ContainsFunc(name, unicode.IsControl)
 }
 
 // login starts a session from the form's token and name, or shows the

@@ -23,9 +23,9 @@ import (
 // own, goes to the next member as well (failover.Do), and the first answer
 // counts. That is safe for every request the store makes, should the first
 // copy land late too: reads; transactions guarded by the mod revisions of
-// the keys they write, of which at most one copy commits (the store's
-// Acquire, asked again by the same holder, returns the lease a copy
-// granted); keep-alives of the caller's own etcd leases, which extend what
+// the keys they write, of which at most one copy commits, and a copy whose
+// compare fails recognises the other's commit as its own (Store.landed), so
+// the caller gets the answer of the write that happened; keep-alives of the caller's own etcd leases, which extend what
 // they already hold; lease grants, whose spare lease holds no key and
 // expires; the scan's mark, which a late copy can only move back, making
 // the next scan look at more jobs, not fewer. A request refused for an

@@ -41,6 +41,12 @@ func (st *jobState) asRecord(at time.Time) *rules.Record {
 			Stop: ev.Stop,
 		}
 	}
+	if st.live != nil && (rec.Run == nil || rec.Run.Token != st.liveToken) {
+		// A liveness key without its run's evidence (written by hand, or
+		// left by a run whose evidence another wrote over): the job is held,
+		// by a run known only by its token, until etcd expires the key.
+		rec.Run = &rules.Run{Token: st.liveToken, LiveUntil: lasts(at, 0), EvidenceUntil: lasts(at, 0)}
+	}
 	return rec
 }
 

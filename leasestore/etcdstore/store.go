@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -137,7 +138,46 @@ func (s *Store) commitAt(ctx context.Context, op string, states []*jobState, ops
 	if err != nil {
 		return false, nil, 0, s.unavailable(op, err)
 	}
+	if rev, ok := s.landed(ops, fresh); ok {
+		return true, nil, rev, nil
+	}
 	return false, fresh, 0, nil
+}
+
+// landed reports whether fresh, the state a transaction of ops found
+// changed, is what ops wrote: another copy of the same transaction (the
+// client hedges a request over several members) committed first. Every
+// key ops put holds its value, with a mod revision of one transaction,
+// which it returns; every key ops deleted is gone. A put record carries
+// its new history events, stamped to the microsecond, so no other writer's
+// state matches one.
+func (s *Store) landed(ops []requestOp, fresh []*jobState) (int64, bool) {
+	values := map[string]*keyValue{}
+	for _, st := range fresh {
+		for kind, kv := range map[string]*keyValue{kindLive: st.live, kindEvidence: st.ev, kindJob: st.doc} {
+			values[string(s.key(kind, st.job))] = kv
+		}
+	}
+	var rev int64
+	puts := 0
+	for _, op := range ops {
+		switch {
+		case op.Put != nil:
+			kv, read := values[string(op.Put.Key)]
+			if !read {
+				continue // the quarantine index, written with the record
+			}
+			if kv == nil || !bytes.Equal(kv.Value, op.Put.Value) || rev != 0 && kv.ModRevision != rev {
+				return 0, false
+			}
+			rev, puts = kv.ModRevision, puts+1
+		case op.Delete != nil:
+			if kv, read := values[string(op.Delete.Key)]; read && kv != nil {
+				return 0, false
+			}
+		}
+	}
+	return rev, puts > 0
 }
 
 // transact runs decide on job's state and commits the writes it returns;
@@ -235,6 +275,11 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 				return nil, err
 			}
 			if ttls[0] > 0 {
+				// The lease may be this call's own grant, committed by a
+				// copy of its transaction whose answer came after another
+				// copy's refusal (the client hedges): its etcd leases are in
+				// use, and revoking them would end the run it just granted.
+				granted = slices.Contains(newLeases, st.live.Lease) || slices.Contains(newLeases, st.ev.Lease)
 				s.remember(req.Job, heldRun{req.Holder, lease.Token, st.live.Lease, st.ev.Lease})
 				return lease, nil
 			}
@@ -570,13 +615,15 @@ func (s *Store) leaseLost(ctx context.Context, l *leasestore.Lease) error {
 	s.forget(l.Job)
 	_, err := s.transact(ctx, "renew", l.Job, nil, func(st *jobState) ([]requestOp, error) {
 		return s.apply(st, func(r *rules.Record, at time.Time) (rules.Step, error) {
-			step, err := rules.Renew(r, l, at)
-			if err == nil {
-				// The keys still show l live, but the keep-alive just found
-				// its etcd lease gone: etcd deletes them presently.
-				err = fmt.Errorf("renew job %q token %d: %w", l.Job, l.Token, leasestore.ErrLeaseLost)
+			if r.Run != nil {
+				// The keys may still show the run live, but the keep-alive
+				// found its etcd lease gone (or another run holds the job):
+				// it expired, and etcd deletes the keys presently.
+				expired := *r.Run
+				expired.LiveUntil = at
+				r.Run = &expired
 			}
-			return step, err
+			return rules.Renew(r, l, at)
 		})
 	})
 	return asUnavailable("renew", err)

@@ -63,13 +63,18 @@ func copiedKey(job, holder string) string { return job + "\x00" + holder }
 // copiedAcquire follows an acquire of req sent to more than one registry,
 // which ended with err: a refused one gives up at once (best effort,
 // within ctx; a supervisor gives up on one left unanswered itself), a
-// granted one is remembered for its release.
+// granted one is remembered for its release. A job held by another is the
+// exception: a --wait run asks again under the same holder, which giving
+// up would refuse for good; a copy that lands later grants that holder the
+// lease its next attempt gets back, or, if the run stopped waiting, a lease
+// nobody runs, counted as a crash once it expired.
 func (s *Store) copiedAcquire(ctx context.Context, req leasestore.AcquireRequest, err error) {
 	if err == nil {
 		s.copied.Store(copiedKey(req.Job, req.Holder), struct{}{})
 		return
 	}
-	if ctx.Err() == nil && !errors.Is(err, leasestore.ErrUnavailable) {
+	var held *leasestore.HeldError
+	if ctx.Err() == nil && !errors.Is(err, leasestore.ErrUnavailable) && !errors.As(err, &held) {
 		s.giveUp(ctx, req.Job, req.Holder)
 	}
 }

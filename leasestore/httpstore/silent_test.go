@@ -2,6 +2,7 @@ package httpstore_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,5 +94,26 @@ func TestLateCopyOfAnAcquireGrantsNothing(t *testing.T) {
 	}
 	if st := storetest.Status(t, backend, "job"); st.State != leasestore.StateIdle {
 		t.Errorf("after the late copy the job is %s (holder %+v), want IDLE", st.State, st.Holder)
+	}
+}
+
+// TestWaiterHeldThroughCopiesGetsTheJobLater: an acquire copied to two
+// registries and refused because another holds the job must not give up
+// its holder, which a --wait run asks again under.
+func TestWaiterHeldThroughCopiesGetsTheJobLater(t *testing.T) {
+	backend, proxy, open := twoRegistries(t, "waiter")
+	other := storetest.Acquire(t, backend, storetest.Request("job", "other", storetest.SilenceTTL))
+	proxy.Set(faultproxy.DropReplies)
+	s := open(t)
+	ctx, cancel := context.WithTimeout(t.Context(), storetest.SilenceSafety)
+	defer cancel()
+	req := storetest.Request("job", "waiter", storetest.SilenceTTL)
+	var held *leasestore.HeldError
+	if _, err := s.Acquire(ctx, req); !errors.As(err, &held) {
+		t.Fatalf("acquire of a held job = %v, want *HeldError", err)
+	}
+	storetest.Release(t, backend, other, leasestore.ResultCompleted)
+	if _, err := s.Acquire(ctx, req); err != nil {
+		t.Errorf("the waiter's next attempt, once the job is free: %v, want the lease", err)
 	}
 }

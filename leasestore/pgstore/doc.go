@@ -61,7 +61,7 @@
 //
 // The Store is a leasestore.LateRecorder. RecordLate is one call of
 // sql/recordlate.sql: a release while the run's evidence is there;
-// otherwise leasestore.CorrectLate's walk of the job's history, in
+// otherwise the walk of the job's history that package rules does, in
 // plpgsql, under the job's row lock, so that it neither holds that lock
 // across client round trips nor retries a guarded write. The last holder
 // that gave up on its grant (Token 0) is kept in jobs.gave_up, and acquire

@@ -10,7 +10,7 @@ import (
 // time, and undoes what its absence did; see leasestore.LateRecorder and
 // docs/semantics.md, RecordLate. Like every transition it is one call of
 // one function (sql/recordlate.sql), so one transaction under the job's
-// lock: the history walk that leasestore.CorrectLate does in Go is done
+// lock: the history walk that package rules does in Go (RecordLate) is done
 // there in plpgsql, rather than in Go between a read and a guarded write,
 // so that it needs no retry on a conflict and holds the job's lock for no
 // network round trip.

@@ -464,10 +464,13 @@ func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	}
 	var list []leasestore.Holder
 	for _, r := range replies {
-		for i := 1; i+3 < r.len() && r.err == nil; i += 4 {
+		for i := 1; i+6 < r.len() && r.err == nil; i += 7 {
 			h := r.evidence(i+1).holder(r.str(i), r.time(i+2))
 			h.ReadAt = r.time(0)
 			h.LastRTT = time.Duration(r.int(i+3)) * time.Microsecond
+			if by := r.str(i + 4); by != "" {
+				h.Stop = &leasestore.StopRequest{By: by, Reason: r.str(i + 5), At: r.time(i + 6)}
+			}
 			list = append(list, *h)
 		}
 		if r.err != nil {

@@ -16,13 +16,15 @@ func StaleDetail(op string) string {
 
 // countCrash counts the job's current run as a crash at now, exactly once:
 // it drops the run's evidence in the same step, quarantines the job at the
-// run's own threshold, and wakes waiters.
-func (r *Record) countCrash(s *Step, now time.Time, detail string) *leasestore.Crash {
+// run's own threshold, and wakes waiters. reported is the run's own
+// outcome when it released itself as crashed, which its crashed event
+// carries; empty when its supervisor vanished.
+func (r *Record) countCrash(s *Step, now time.Time, reported leasestore.Result, detail string) *leasestore.Crash {
 	c := r.crash(now)
 	u := r.Run
 	r.Crashes = c.Crashes
 	s.record(now, leasestore.Event{Kind: leasestore.EventCrashed, Worker: u.Holder, Token: u.Token,
-		Result: leasestore.ResultCrashed, Detail: detail})
+		Result: reported, Detail: detail})
 	r.Run = nil
 	if r.Crashes >= u.MaxCrashes && r.Quarantine == nil {
 		reason := fmt.Sprintf("%d consecutive crashes", r.Crashes)
@@ -48,7 +50,7 @@ func Reap(r *Record, now time.Time) (Step, *leasestore.Crash) {
 	case r.Run == nil || r.Live(now):
 		return s, nil
 	case r.Crashed(now):
-		return s, r.countCrash(&s, now, StaleDetail("scan"))
+		return s, r.countCrash(&s, now, "", StaleDetail("scan"))
 	default:
 		r.Run = nil
 		return s, nil

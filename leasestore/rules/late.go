@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -87,6 +88,10 @@ func correctLate(history []leasestore.Event, holder string, token int64, out lea
 	var started time.Time
 	for i, e := range history {
 		switch {
+		case e.Kind == leasestore.EventCrashed && ofRun(e) && outcomeOf(e) != "":
+			// It released itself as crashed: its outcome is recorded, and
+			// the crash counted for it is no absence to undo.
+			fix.token, fix.recorded = e.Token, true
 		case e.Kind == leasestore.EventCrashed && ofRun(e):
 			crashed, fix.token = i, e.Token
 		case e.Kind == leasestore.EventAcquired && ofRun(e):
@@ -139,7 +144,7 @@ func (f lateFix) liftsQuarantine(by string, since time.Time, maxCrashes int) boo
 // with token, ends the streak that crash belongs to: a completed run after
 // it, or an operator's release from quarantine.
 func resetsCrashes(e leasestore.Event, token int64) bool {
-	completed := e.Result == leasestore.ResultCompleted
+	completed := outcomeOf(e) == leasestore.ResultCompleted
 	switch e.Kind {
 	case leasestore.EventReleased:
 		return completed
@@ -149,4 +154,24 @@ func resetsCrashes(e leasestore.Event, token int64) bool {
 		return e.Worker != leasestore.ByLeasectl
 	}
 	return false
+}
+
+// outcomeOf is the run's outcome that event e carries: its Result, or, on
+// an event a leasectl older than Event.Result recorded, the first word of
+// its detail, which every store wrote as the outcome's result
+// (docs/semantics.md, History events); empty when e carries none (a
+// crashed event of a run whose supervisor vanished).
+func outcomeOf(e leasestore.Event) leasestore.Result {
+	if e.Result != "" {
+		return e.Result
+	}
+	switch e.Kind {
+	case leasestore.EventReleased, leasestore.EventCrashed, leasestore.EventLateOutcome:
+		word, _, _ := strings.Cut(e.Detail, " ")
+		switch r := leasestore.Result(word); r {
+		case leasestore.ResultCompleted, leasestore.ResultFailed, leasestore.ResultCrashed, leasestore.ResultNotStarted:
+			return r
+		}
+	}
+	return ""
 }

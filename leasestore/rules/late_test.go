@@ -124,6 +124,27 @@ func TestRecordLate(t *testing.T) {
 			t.Errorf("correction %+v, crashes %d", c, s.r.Crashes)
 		}
 	})
+	t.Run("a run that released itself as crashed has its outcome recorded: delivering it again withdraws nothing", func(t *testing.T) {
+		s := newStory(t)
+		step, l, _ := Acquire(s.r, request("w1"), s.now)
+		s.keep(step)
+		step, _ = Release(s.r, l, leasestore.Outcome{Result: leasestore.ResultCrashed, Signal: 11}, s.now)
+		s.keep(step)
+		if c := s.late("w1", l.Token, leasestore.ResultCrashed); c.CrashWithdrawn || s.r.Crashes != 1 {
+			t.Errorf("correction %+v, crashes %d; want nothing withdrawn, 1 crash", c, s.r.Crashes)
+		}
+	})
+	t.Run("events recorded before they carried their outcome are read by their words", func(t *testing.T) {
+		s := newStory(t)
+		token := s.crash("w1")
+		s.run("w2", leasestore.ResultCompleted)
+		for i := range s.history {
+			s.history[i].Result = ""
+		}
+		if c := s.late("w1", token, leasestore.ResultFailed); c.CrashWithdrawn {
+			t.Errorf("correction %+v: a completion recorded before Event.Result ended the streak", c)
+		}
+	})
 	t.Run("a holder that gave up without its token is refused from then on", func(t *testing.T) {
 		s := newStory(t)
 		s.late("w1", 0, leasestore.ResultNotStarted)

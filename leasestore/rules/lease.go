@@ -39,7 +39,7 @@ func Acquire(r *Record, req leasestore.AcquireRequest, now time.Time) (Step, *le
 	}
 	var recovered *leasestore.Crash
 	if r.Crashed(now) {
-		recovered = r.countCrash(&s, now, StaleDetail("acquire"))
+		recovered = r.countCrash(&s, now, "", StaleDetail("acquire"))
 		if recovered.Quarantined {
 			return s, nil, &leasestore.QuarantinedError{Quarantine: *r.Quarantine}
 		}
@@ -123,7 +123,7 @@ func (r *Record) end(s *Step, now time.Time, out leasestore.Outcome) {
 	u := r.Run
 	r.LastOutcome = &leasestore.LastOutcome{Outcome: out, Worker: u.Holder, Token: u.Token, FinishedAt: now}
 	if out.Result == leasestore.ResultCrashed {
-		r.countCrash(s, now, out.Detail())
+		r.countCrash(s, now, out.Result, out.Detail())
 		return
 	}
 	if out.Result == leasestore.ResultCompleted {

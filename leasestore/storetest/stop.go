@@ -28,13 +28,17 @@ func testStop(t *testing.T, h fixture) {
 	if st.State != leasestore.StateRunning || st.Holder == nil || st.Holder.Stop == nil || st.Holder.Stop.By != note.By || st.Holder.Stop.Reason != note.Reason {
 		t.Errorf("status %s with holder %+v, want %s with the stop request", st.State, st.Holder, leasestore.StateRunning)
 	}
+	leases, err := s.Leases(Ctx(t))
+	if err != nil || len(leases) != 1 || leases[0].Stop == nil || leases[0].Stop.By != note.By || leases[0].Stop.Reason != note.Reason {
+		t.Errorf("Leases() = %+v, %v; want the one lease with the stop request", leases, err)
+	}
 	if e := lastEvent(t, st); e.Kind != leasestore.EventStop || e.Worker != note.By || e.Token != l.Token {
 		t.Errorf("last event %+v, want %s by %s of token %d", e, leasestore.EventStop, note.By, l.Token)
 	}
 	if err := s.Renew(Ctx(t), l); err != nil || l.Stop == nil || l.Stop.By != note.By || l.Stop.Reason != note.Reason || l.Stop.At.IsZero() {
 		t.Fatalf("Renew after Stop = %v with stop %+v, want the request", err, l.Stop)
 	}
-	_, err := s.Acquire(Ctx(t), Request("job", "w2", LongTTL))
+	_, err = s.Acquire(Ctx(t), Request("job", "w2", LongTTL))
 	errorAs[*leasestore.HeldError](t, err)
 
 	out := Outcome(leasestore.ResultFailed)

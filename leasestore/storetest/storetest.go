@@ -1119,6 +1119,15 @@ func testRecordLateWithdraws(t *testing.T, h fixture) {
 		t.Errorf("withdrawing one of three crashes: %+v, want 2 crashes left", c)
 	}
 
+	// A run that released itself as crashed had its outcome recorded in
+	// time: delivered again (the release's answer lost), it withdraws
+	// nothing.
+	selfCrashed := Acquire(t, s, Request("self-crashed", "c", LongTTL))
+	Release(t, s, selfCrashed, leasestore.ResultCrashed)
+	if c := recordLate(t, s, late(selfCrashed, leasestore.ResultCrashed)); c.CrashWithdrawn || c.Crashes != 1 {
+		t.Errorf("a late outcome of a run that released itself as crashed: %+v, want nothing withdrawn, 1 crash", c)
+	}
+
 	// A crash already ended by a completed run is not withdrawn again.
 	old := h.crashRun(t, s, "reset", "a", 5)
 	countCrash(t, s, "reset")

@@ -220,3 +220,13 @@ func TestRoundTripsCrossTheWire(t *testing.T) {
 		t.Errorf("holder round trip\n got %+v\nwant %+v", got, holder)
 	}
 }
+
+func TestNoteRequestsMayNotSignAsLeasectl(t *testing.T) {
+	var fe *api.FieldError
+	if _, _, err := (&api.NoteRequest{JobID: "j", By: leasestore.ByLeasectl, Reason: "r"}).Validate(); !errors.As(err, &fe) || fe.Field != "by" {
+		t.Errorf("a note by %q: %v, want a by field error", leasestore.ByLeasectl, err)
+	}
+	if _, note, err := (&api.NoteRequest{JobID: "j", By: "alice@ops", Reason: "r"}).Validate(); err != nil || note.By != "alice@ops" {
+		t.Errorf("a note by alice@ops: %+v, %v", note, err)
+	}
+}

@@ -280,15 +280,26 @@ func (c *Correction) ToStore() leasestore.Correction {
 	return leasestore.Correction{Released: c.Released, CrashWithdrawn: c.CrashWithdrawn, QuarantineLifted: c.QuarantineLifted, Crashes: c.Crashes}
 }
 
-// Validate checks a quarantine or unquarantine request and returns its job
-// and note.
+// Validate checks an operator's request on a job (quarantine, its release,
+// stop) and returns its job and note. The operator may not sign as
+// leasectl: the rules tell leasectl's own quarantines and releases by that
+// name.
 func (n *NoteRequest) Validate() (string, leasestore.Note, error) {
 	err := firstError(
 		job(n.JobID),
 		text("by", n.By, MaxWorkerIDLen, true),
+		notLeasectl(n.By),
 		text("reason", n.Reason, MaxTextLen, false),
 	)
 	return n.JobID, leasestore.Note{By: n.By, Reason: n.Reason}, err
+}
+
+// notLeasectl refuses an operator's name that is leasectl's own.
+func notLeasectl(by string) error {
+	if by == leasestore.ByLeasectl {
+		return &FieldError{Field: "by", Reason: fmt.Sprintf("%q is the name leasectl records its own actions under", by)}
+	}
+	return nil
 }
 
 // Validate checks a subscribe request and returns its job.

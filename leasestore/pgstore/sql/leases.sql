@@ -10,7 +10,8 @@ BEGIN
     SELECT json_build_object('now', @schema@._us(c.now), 'leases', (
       SELECT coalesce(json_agg(json_build_object('job', r.job, 'holder', r.holder, 'host', r.host, 'pid', r.pid,
           'token', r.token, 'attempt', r.attempt, 'command', r.command, 'started', @schema@._us(r.started),
-          'expires', @schema@._us(r.live_until), 'rtt_us', r.rtt_us) ORDER BY r.job), '[]')
+          'expires', @schema@._us(r.live_until), 'rtt_us', r.rtt_us, 'stop_by', r.stop_by, 'stop_reason', r.stop_reason,
+          'stop_at', @schema@._us(r.stop_at)) ORDER BY r.job), '[]')
       FROM @schema@.runs r WHERE r.live_until > c.now))
     FROM c);
 END $$;

@@ -95,7 +95,8 @@ BEGIN
     FROM crashed c WHERE j.job = c.job
   ), recorded AS (
     INSERT INTO @schema@.history (job, seq, at, kind, worker, token, result, detail)
-    SELECT c.job, c.seq + 1, p_now, 'crashed', c.holder, c.token, 'crashed', coalesce(p_detail,
+    SELECT c.job, c.seq + 1, p_now, 'crashed', c.holder, c.token, CASE WHEN p_detail IS NOT NULL THEN 'crashed' END,
+      coalesce(p_detail,
       'supervisor vanished: liveness expired, found by ' || p_by)
     FROM crashed c
     UNION ALL

@@ -1,7 +1,7 @@
 -- recordlate: record the outcome of a run that did not reach the store in
 -- time, and undo what its absence did (docs/semantics.md, RecordLate), in
 -- one transaction, the clock read once after the job's lock is taken. The
--- history walk is leasestore.CorrectLate's, in plpgsql, so that the whole
+-- history walk is package rules' (RecordLate), in plpgsql, so that the whole
 -- correction is one call under the job's lock, as every other transition.
 -- Parameters: schema version, job, holder, token (0: its holder never
 --   learned it, and gave up), result, exit code, signal, duration (ns),
@@ -61,7 +61,12 @@ BEGIN
   -- 2. The run's events, oldest first: its crash, its start, its release.
   FOR h IN SELECT * FROM @schema@.history WHERE job = p_job ORDER BY seq LOOP
     CONTINUE WHEN h.worker <> p_holder OR (p_token <> 0 AND h.token <> p_token);
-    IF h.kind = 'crashed' THEN
+    IF h.kind = 'crashed' AND h.result IS NOT NULL THEN
+      -- It released itself as crashed: its outcome is recorded, and the
+      -- crash counted for it is no absence to undo.
+      v_token := h.token;
+      v_recorded := true;
+    ELSIF h.kind = 'crashed' THEN
       v_crashed := h.seq;
       v_crashed_at := h.at;
       v_token := h.token;

@@ -9,7 +9,12 @@
 -- without one.
 ALTER TABLE @schema@.runs ADD COLUMN stop_by text, ADD COLUMN stop_reason text, ADD COLUMN stop_at timestamptz;
 
--- result: the run's outcome on a released, crashed or late-outcome event,
--- which recordlate reads to tell whether a completion ended a crash streak;
--- NULL on other events, and on the events version 2 recorded.
+-- result: the run's outcome on a released or late-outcome event, and on a
+-- crashed event of a run that released itself as crashed, which recordlate
+-- reads (a completion ends a crash streak; a crashed outcome recorded in
+-- time is no absence to undo); NULL on other events. The events version 2
+-- recorded get theirs from their detail, whose first word it was.
 ALTER TABLE @schema@.history ADD COLUMN result text;
+UPDATE @schema@.history SET result = split_part(detail, ' ', 1)
+WHERE kind IN ('released', 'crashed', 'late-outcome')
+  AND split_part(detail, ' ', 1) IN ('completed', 'failed', 'crashed', 'not-started');

@@ -1,6 +1,6 @@
 -- recordlate: record the outcome of a run that did not reach the store in
 -- time, and undo what its absence did (docs/semantics.md, RecordLate). The
--- history walk is leasestore.CorrectLate's, in Lua.
+-- history walk is the rules' (package rules, RecordLate), in Lua.
 -- KEYS: evidence, record, history, index, quarantine set, known jobs.
 -- ARGV: shard prefix, job, holder, token ('0': unknown), result, exit code,
 --       signal, duration (ns), reason, history detail (the outcome's).
@@ -57,14 +57,15 @@ end
 
 local crashed, run_token, started = nil, token, nil
 for i, e in ipairs(evs) do
-  if e.kind == 'c' and of_run(e) then
+  if (e.kind == 'r' or e.kind == 'c' and string.sub(e.detail, 1, 8) == 'crashed ') and of_run(e) then
+    -- Released in time after all, or by an earlier delivery of this one
+    -- while its evidence was there (as crashed, too: the crash counted for
+    -- it is no absence to undo): recorded.
+    return {0, 0, 0, crashes}
+  elseif e.kind == 'c' and of_run(e) then
     crashed, run_token = i, e.token
   elseif e.kind == 'a' and of_run(e) then
     started, run_token = e.at, e.token
-  elseif e.kind == 'r' and of_run(e) then
-    -- Released in time after all, or by an earlier delivery of this one
-    -- while its evidence was there: recorded.
-    return {0, 0, 0, crashes}
   end
 end
 local last = tonumber(redis.call('HGET', k.r, 't') or '0')
