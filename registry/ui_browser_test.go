@@ -250,28 +250,34 @@ func TestUIInBrowser(t *testing.T) {
 }
 
 // TestUIWeightWithThousandJobs measures the jobs page with 1,000 jobs in
-// the browser: bytes over the wire and the time to first render. It
-// asserts only that every job is listed; the figures are logged and
-// written to ui-screenshots/weight.txt.
+// the browser, all running and then all at rest: bytes over the wire and
+// the time to first render. It asserts only that every job is listed; the
+// figures are logged and written to ui-screenshots/weight.txt.
 func TestUIWeightWithThousandJobs(t *testing.T) {
 	store := newUIStore(t)
 	srv := newTestServer(t, store, nil)
 	ctx := chromium(t)
 	const jobs = 1000
+	leases := make([]*leasestore.Lease, jobs)
 	for i := range jobs {
 		req := leasestore.AcquireRequest{Job: fmt.Sprintf("batch/job-%04d", i), Holder: fmt.Sprintf("worker-%04d", i), Host: "host-a", PID: 1000 + i,
 			Command: []string{"./run.sh", "--part", fmt.Sprint(i)}, TTL: time.Hour, EvidenceTTL: 2 * time.Hour, MaxCrashes: 3}
-		if _, err := store.Acquire(context.Background(), req); err != nil {
+		l, err := store.Acquire(context.Background(), req)
+		if err != nil {
 			t.Fatal(err)
 		}
+		leases[i] = l
 	}
 	browserLogin(t, ctx, srv.url, readerToken, "ada")
-	step(t, ctx, "reloading the jobs page", chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("#rows")))
-	if n := eval[int](t, ctx, `document.querySelectorAll("#rows tr").length`); n != jobs {
-		t.Fatalf("%d rows, want %d", n, jobs)
-	}
-	until(t, ctx, "the first paint to be recorded", `performance.getEntriesByName("first-contentful-paint").length > 0`)
-	figures := eval[map[string]float64](t, ctx, `(() => {
+	var report strings.Builder
+	measure := func(what, state, shot string) {
+		t.Helper()
+		step(t, ctx, "reloading the jobs page", chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("#rows")))
+		if n := eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll('#rows tr[data-state=%q]').length`, state)); n != jobs {
+			t.Fatalf("%s: %d rows %s, want %d", what, n, state, jobs)
+		}
+		until(t, ctx, "the first paint to be recorded", `performance.getEntriesByName("first-contentful-paint").length > 0`)
+		figures := eval[map[string]float64](t, ctx, `(() => {
 		const nav = performance.getEntriesByType("navigation")[0];
 		const assets = performance.getEntriesByType("resource").filter(r => r.name.includes("/static/"));
 		return {
@@ -284,13 +290,21 @@ func TestUIWeightWithThousandJobs(t *testing.T) {
 			dom_content_loaded_ms: nav.domContentLoadedEventEnd,
 		};
 	})()`)
-	screenshot(t, ctx, "13-jobs-1000")
-	report := fmt.Sprintf("jobs page with %d jobs: html %.0f bytes over the wire (body %.0f, %.0f uncompressed), script and style %.0f bytes; "+
-		"first contentful paint %.0f ms, response end %.0f ms, DOMContentLoaded %.0f ms\n",
-		jobs, figures["html_bytes"], figures["html_body_bytes"], figures["html_decoded_bytes"], figures["asset_bytes"],
-		figures["first_contentful_paint_ms"], figures["response_end_ms"], figures["dom_content_loaded_ms"])
-	t.Log(report)
-	if err := os.WriteFile(filepath.Join(screenshotDir, "weight.txt"), []byte(report), 0o644); err != nil {
+		screenshot(t, ctx, shot)
+		fmt.Fprintf(&report, "jobs page with %d jobs %s: html %.0f bytes over the wire (body %.0f, %.0f uncompressed), script and style %.0f bytes; "+
+			"first contentful paint %.0f ms, response end %.0f ms, DOMContentLoaded %.0f ms\n",
+			jobs, what, figures["html_bytes"], figures["html_body_bytes"], figures["html_decoded_bytes"], figures["asset_bytes"],
+			figures["first_contentful_paint_ms"], figures["response_end_ms"], figures["dom_content_loaded_ms"])
+	}
+	measure("running", "RUNNING", "13-jobs-1000")
+	for _, l := range leases {
+		if err := store.Release(context.Background(), l, leasestore.Outcome{Result: leasestore.ResultCompleted, Duration: 90 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	measure("at rest", "IDLE", "14-jobs-1000-at-rest")
+	t.Log(report.String())
+	if err := os.WriteFile(filepath.Join(screenshotDir, "weight.txt"), []byte(report.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

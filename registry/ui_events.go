@@ -68,7 +68,6 @@ func (f *uiFeed) publish(job string) {
 
 // changed tells the pages that job changed.
 func (s *Server) changed(job string) {
-	s.ui.seen.add(job)
 	s.ui.feed.publish(job)
 }
 
@@ -192,9 +191,6 @@ func (s *Server) reconcile(ctx context.Context, live *map[string]int64) []string
 		if _, ok := now[job]; !ok {
 			out = append(out, job)
 		}
-	}
-	for _, job := range out {
-		s.ui.seen.add(job)
 	}
 	return out
 }

@@ -55,8 +55,12 @@ func (jp jobsPage) write(h *htmlWriter, _ *uiPage) {
 	for _, c := range jp.Counts {
 		h.m("<span>").t(c.State).m(" <b").a("data-count", c.State).m(">").t(fmt.Sprint(c.N)).m("</b></span> ")
 	}
-	h.m(`<span>shown <b id="shown">`).t(fmt.Sprint(len(jp.Rows))).m("</b></span></p>\n" +
-		`<div class="filters">` + "\n" + `<label>State <select id="state-filter"><option value="">all</option>`)
+	h.m(`<span>shown <b id="shown">`).t(fmt.Sprint(len(jp.Rows))).m("</b></span></p>\n")
+	if jp.More {
+		h.m(`<p id="more">`).t(fmt.Sprintf("The store knows more than %d jobs: listed are the first %d by ID, and every running or quarantined job. "+
+			"Open any job at /jobs/ followed by its ID.", jp.Listed, jp.Listed)).m("</p>\n")
+	}
+	h.m(`<div class="filters">` + "\n" + `<label>State <select id="state-filter"><option value="">all</option>`)
 	for _, c := range jp.Counts {
 		h.el("option", c.State)
 	}

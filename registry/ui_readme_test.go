@@ -7,8 +7,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/registry/api"
 )
 
 // readmeOnCallPage is the README's section on the on-call page: its role
@@ -75,7 +77,7 @@ func TestReadmeOnCallPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for claim, holds := range map[string]bool{
-		"(the last 10,000)":                 maxSeenJobs == 10000,
+		"the first 10,000 by ID":            api.MaxJobsListed == 10000 && newUI(time.Hour, time.Now).maxJobs == api.MaxJobsListed,
 		"within 5 s":                        uiReconcileInterval.String() == "5s",
 		"nothing for 25 s":                  strings.Contains(string(js), "Date.now() - lastHeard > 25000"),
 		"A login lasts 12 hours":            DefaultSessionTTL.String() == "12h0m0s",

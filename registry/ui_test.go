@@ -412,13 +412,50 @@ func TestUIEventsFollowRunsElsewhere(t *testing.T) {
 	}
 }
 
-func TestJobSetKeepsTheLatest(t *testing.T) {
-	js := newJobSet(3)
-	for _, job := range []string{"a", "b", "c", "a", "d"} {
-		js.add(job)
+// TestUIJobsListsEveryJobTheStoreKnows: jobs at rest, run before the
+// registry started and never through it, are listed; past the bound the
+// first by ID are, with every live or quarantined job, and the page says
+// there are more.
+func TestUIJobsListsEveryJobTheStoreKnows(t *testing.T) {
+	store := newUIStore(t)
+	ctx := context.Background()
+	for _, job := range []string{"a/rest", "b/rest", "c/rest"} {
+		l, err := store.Acquire(ctx, leasestore.AcquireRequest{Job: job, Holder: "w", Host: "h", PID: 1, TTL: time.Minute, EvidenceTTL: time.Hour, MaxCrashes: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Release(ctx, l, leasestore.Outcome{Result: leasestore.ResultCompleted}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := strings.Join(js.list(), " "); got != "c a d" {
-		t.Errorf("jobs %q, want the three changed last, oldest first: c a d", got)
+	srv := newTestServer(t, store, nil)
+	b := newBrowser(t, srv.url)
+	b.login(readerToken, "ada")
+	page := string(b.do("GET", "/", nil).body)
+	for _, job := range []string{"a/rest", "b/rest", "c/rest"} {
+		if !strings.Contains(page, `data-job="`+job+`" data-state="IDLE"`) {
+			t.Errorf("the jobs page does not list %s, at rest", job)
+		}
+	}
+	if strings.Contains(page, `id="more"`) {
+		t.Error("the jobs page says there are more jobs than it lists")
+	}
+
+	srv.ui.maxJobs = 1
+	if _, err := store.Acquire(ctx, leasestore.AcquireRequest{Job: "z/live", Holder: "w", Host: "h", PID: 1, TTL: time.Minute, EvidenceTTL: time.Hour, MaxCrashes: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Quarantine(ctx, "y/poison", leasestore.Note{By: "ada", Reason: "loops"}); err != nil {
+		t.Fatal(err)
+	}
+	page = string(b.do("GET", "/", nil).body)
+	for job, listed := range map[string]bool{"a/rest": true, "b/rest": false, "c/rest": false, "y/poison": true, "z/live": true} {
+		if got := strings.Contains(page, `data-job="`+job+`"`); got != listed {
+			t.Errorf("listing one job at most, %s listed: %v, want %v", job, got, listed)
+		}
+	}
+	if !strings.Contains(page, `<p id="more">The store knows more than 1 jobs`) {
+		t.Error("the jobs page does not say the store knows more jobs than it lists")
 	}
 }
 
