@@ -63,6 +63,7 @@ func (s *Server) uiRoutes(mux *http.ServeMux) {
 		{"GET /events", "ui-events", RoleReader, (*Server).uiEvents},
 		{"POST /actions/quarantine", "ui-quarantine-job", RoleOperator, (*Server).uiQuarantine},
 		{"POST /actions/release", "ui-release-job", RoleOperator, (*Server).uiRelease},
+		{"POST /actions/stop", "ui-stop-job", RoleOperator, (*Server).uiStop},
 		{"GET /login", "ui-login-page", 0, (*Server).loginPage},
 		{"POST /login", "ui-login", 0, (*Server).login},
 		{"POST /logout", "ui-logout", RoleReader, (*Server).logout},

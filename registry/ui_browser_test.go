@@ -156,7 +156,7 @@ func TestUIInBrowser(t *testing.T) {
 		t.Fatalf("complete: %d %s", a.status, a.body)
 	}
 	until(t, ctx, "the run to finish", rowIs(job, "IDLE"))
-	if last := eval[string](t, ctx, `document.querySelector("#rows tr").cells[6].textContent`); !strings.HasPrefix(last, "completed exit 0 after 1.2s") {
+	if last := eval[string](t, ctx, `document.querySelector("#rows tr").cells[7].textContent`); !strings.HasPrefix(last, "completed exit 0 after 1.2s") {
 		t.Errorf("last outcome %q", last)
 	}
 	step(t, ctx, "filtering by state", chromedp.SetValue(chromedp.CSS("#state-filter"), "RUNNING"),
@@ -223,13 +223,19 @@ func TestUIInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "08-job-released")
 
+	stopRunInBrowser(t, ctx, srv, store, job)
+
+	request(t, srv.url, "POST", api.PathAcquire, workerToken, acquireBody(job, "w4", time.Minute)).decode(t, &l)
 	click(t, ctx, "#logout", "#token")
 	step(t, ctx, "opening the jobs after logout", chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	screenshot(t, ctx, "09-logged-out")
 
 	browserLogin(t, ctx, srv.url, readerToken, "bob")
 	step(t, ctx, "opening the job as reader", chromedp.Navigate(srv.url+jobURL(job)), chromedp.WaitVisible(chromedp.CSS("#history")))
-	if n := eval[int](t, ctx, `document.querySelectorAll('form[action^="/actions/"], #quarantine, #release').length`); n != 0 {
+	if state := eval[string](t, ctx, `document.getElementById("record").dataset.state`); state != "RUNNING" {
+		t.Errorf("the job is %s as the reader looks for a stop button, want RUNNING", state)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('form[action^="/actions/"], #quarantine, #release, #stop').length`); n != 0 {
 		t.Errorf("a reader sees %d action forms or buttons", n)
 	}
 	screenshot(t, ctx, "10-job-as-reader")
@@ -247,6 +253,67 @@ func TestUIInBrowser(t *testing.T) {
 		t.Errorf("contact banner %q", text)
 	}
 	screenshot(t, ctx, "12-contact-lost")
+}
+
+// stopRunInBrowser is on-call stopping a run from job's page: the stop
+// button asks for a reason and a confirmation; the job's page and the
+// jobs list then show the stop pending; the run, driven through the
+// registry as a supervisor would, learns it at its next heartbeat and
+// releases as stopped; the list and the history follow.
+func stopRunInBrowser(t *testing.T, ctx context.Context, srv *testServer, store leasestore.Store, job string) {
+	t.Helper()
+	var l api.Lease
+	request(t, srv.url, "POST", api.PathAcquire, workerToken, acquireBody(job, "w3", time.Minute)).decode(t, &l)
+	until(t, ctx, "the stop button to show on the running job", `document.getElementById("record").dataset.state === "RUNNING" && document.getElementById("stop").checkVisibility()`)
+	const reason = "wedged on a <lock> since 02:00"
+	step(t, ctx, "giving a reason to stop", chromedp.SendKeys(chromedp.CSS("#stop-reason"), reason))
+	click(t, ctx, "#stop", "#confirm")
+	screenshot(t, ctx, "08a-confirm-stop")
+	if text := eval[string](t, ctx, `document.querySelector("main").textContent`); !strings.Contains(text, "SIGTERM, then SIGKILL after the run's --grace") {
+		t.Errorf("the stop's confirmation does not say what a stop does: %q", text)
+	}
+	if st, err := store.Status(context.Background(), job); err != nil || st.Holder == nil || st.Holder.Stop != nil {
+		t.Fatalf("stopped before confirmation: %+v %v", st, err)
+	}
+	click(t, ctx, "#confirm", "#history")
+	const pending = "stopping — by ada: " + reason
+	if got := eval[string](t, ctx, `document.querySelector('#record [data-field="stop"]').textContent`); got != pending {
+		t.Errorf("the job's page shows the stop as %q, want %q", got, pending)
+	}
+	history := eval[string](t, ctx, `document.getElementById("history").textContent`)
+	if want := fmt.Sprintf("stop-requested, token %d — by ada: %s", l.FencingToken, reason); !strings.Contains(history, want) {
+		t.Errorf("history after the stop %q lacks %q", history, want)
+	}
+	screenshot(t, ctx, "08b-job-stopping")
+
+	step(t, ctx, "opening the jobs", chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("#rows")))
+	stopCell := fmt.Sprintf(`[...document.querySelectorAll("#rows tr")].find(tr => tr.dataset.job === %q).cells[2].textContent`, job)
+	if got := eval[string](t, ctx, stopCell); got != pending {
+		t.Errorf("the jobs list shows the stop as %q, want %q", got, pending)
+	}
+	screenshot(t, ctx, "08c-jobs-stopping")
+	var hb api.Heartbeat
+	request(t, srv.url, "POST", api.PathHeartbeat, workerToken, api.HeartbeatRequest{JobID: job, WorkerID: "w3", FencingToken: l.FencingToken, TTLMS: 60000}).decode(t, &hb)
+	if hb.Stop == nil || hb.Stop.By != "ada" || hb.Stop.Reason != reason {
+		t.Fatalf("the run's next heartbeat carries the stop %+v, want by ada: %s", hb.Stop, reason)
+	}
+	stopped := hb.Stop.ToStore().Detail()
+	if a := request(t, srv.url, "POST", api.PathRelease, workerToken, api.ReleaseRequest{JobID: job, WorkerID: "w3", FencingToken: l.FencingToken,
+		Result: string(leasestore.ResultFailed), Signal: 15, DurationMS: 2000, Reason: stopped}); a.status != http.StatusOK {
+		t.Fatalf("release of the stopped run: %d %s", a.status, a.body)
+	}
+	until(t, ctx, "the list to show the run stopped", rowIs(job, "IDLE")+" && "+stopCell+` === ""`)
+	click(t, ctx, fmt.Sprintf(`#rows tr[data-job=%q] a`, job), "#history")
+	if last := eval[string](t, ctx, `document.querySelector('#record [data-field="last"]').textContent`); !strings.Contains(last, stopped) {
+		t.Errorf("last outcome %q, want it to say %q", last, stopped)
+	}
+	if crashes := eval[string](t, ctx, `document.querySelector('#record [data-field="crashes"]').textContent`); crashes != "0 of 3" {
+		t.Errorf("a stopped run counted a crash: %s", crashes)
+	}
+	if eval[bool](t, ctx, `document.getElementById("stop").checkVisibility()`) {
+		t.Error("a job at rest shows the stop button")
+	}
+	screenshot(t, ctx, "08d-job-stopped")
 }
 
 // TestUIWeightWithThousandJobs measures the jobs page with 1,000 jobs in

@@ -76,7 +76,7 @@ func (s *Server) changed(job string) {
 // redraw every running job every few seconds for it.
 func (rt route) changesJob() bool {
 	switch rt.name {
-	case "acquire-job", "complete-job", "release-job", "record-late", "quarantine-job", "unquarantine-job":
+	case "acquire-job", "complete-job", "release-job", "record-late", "quarantine-job", "unquarantine-job", "stop-job":
 		return true
 	}
 	return false

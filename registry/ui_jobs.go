@@ -30,6 +30,7 @@ type jobRow struct {
 	LastSuccess string `json:"last_success"`
 	Crashes     string `json:"crashes"`
 	Quarantine  string `json:"quarantine"`
+	Stop        string `json:"stop"` // a stop asked for and not yet done
 }
 
 // uiTime is a time as the page shows it, in UTC, sortable as text.
@@ -57,6 +58,9 @@ func rowOf(st *leasestore.JobStatus) jobRow {
 	if h := st.Holder; h != nil {
 		r.Holder = fmt.Sprintf("%s on %s, pid %d", h.Worker, h.Host, h.PID)
 		r.Token, r.Since, r.Expires = fmt.Sprint(h.Token), uiTime(h.StartedAt), uiTime(h.ExpiresAt)
+		if sr := h.Stop; sr != nil {
+			r.Stop = fmt.Sprintf("stopping — by %s: %s", sr.By, sr.Reason)
+		}
 	}
 	if o := st.LastOutcome; o != nil {
 		r.Last = o.Detail() + ", " + uiTime(o.FinishedAt)
