@@ -420,6 +420,7 @@ func (es *eventStream) row() jobRow {
 // while a run is acquired and released through the registry's API.
 func TestUIEventsFollowRunsThroughTheRegistry(t *testing.T) {
 	srv := newTestServer(t, newUIStore(t), nil)
+	srv.ui.reconcile = time.Hour // only what the registry publishes reaches the page
 	b := newBrowser(t, srv.url)
 	b.login(readerToken, "ada")
 	events := followEvents(t, b)
@@ -428,6 +429,12 @@ func TestUIEventsFollowRunsThroughTheRegistry(t *testing.T) {
 	request(t, srv.url, "POST", api.PathAcquire, workerToken, acquireBody("nightly/report", "w1", time.Minute)).decode(t, &l)
 	if row := events.row(); row.Job != "nightly/report" || row.State != "RUNNING" || row.Holder != "w1 on host-w1, pid 4242" || row.URL != "/jobs/nightly/report" {
 		t.Errorf("after acquire: %+v", row)
+	}
+	if a := request(t, srv.url, "POST", api.PathStop, operatorToken, api.NoteRequest{JobID: "nightly/report", By: "bob@cli", Reason: "wedged"}); a.status != http.StatusOK {
+		t.Fatalf("stop: %d %s", a.status, a.body)
+	}
+	if row := events.row(); row.State != "RUNNING" || row.Stop != "stopping — by bob@cli: wedged" {
+		t.Errorf("after a stop through the API: %+v", row)
 	}
 	a := request(t, srv.url, "POST", api.PathComplete, workerToken, api.CompleteRequest{JobID: "nightly/report", WorkerID: "w1", FencingToken: l.FencingToken, DurationMS: 1500})
 	if a.status != http.StatusOK {
