@@ -66,9 +66,9 @@ over plain HTTP, and says so. --client-ca makes every client present a
 certificate that CA signed, as well as its token.
 
 On-call opens the registry's address in a browser: the page at / lists
-the jobs, each job's history and the quarantined jobs, live, after a login
-with a name and a token of the tokens file; operators also quarantine and
-release jobs from it.
+every job the store knows, each job's history and the quarantined jobs,
+live, after a login with a name and a token of the tokens file; operators
+also quarantine and release jobs, and stop their runs, from it.
 
 --reap-interval runs the reaper (scan --watch) in the same process, and
 serves its metrics at /metrics beside the registry's. SIGTERM or SIGINT

@@ -21,12 +21,11 @@
 // It also serves an on-call page at / (ui*.go): the jobs, a job's record
 // and history, the quarantined jobs, followed live over server-sent
 // events; a login with a registry token starts a session, and operators
-// quarantine and release jobs from it. Every string the page shows is
-// escaped by its HTML writer, its script and style are embedded, every
-// POST needs the session's CSRF token, and the role is checked on the
-// server whatever the page shows. The page lists only the jobs it can
-// know of: live, quarantined, or changed through this registry since it
-// started (the store keeps no list of every job).
+// quarantine and release jobs, and stop their runs, from it. Every string
+// the page shows is escaped by its HTML writer, its script and style are
+// embedded, every POST needs the session's CSRF token, and the role is
+// checked on the server whatever the page shows. The page lists the first
+// 10,000 jobs the store knows, by ID, and every live or quarantined one.
 //
 // What it does not guarantee: that a client's notification of a release
 // arrives (a subscription lives in one registry process, and a restart

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/leasectl/leasectl/registry/api"
 )
 
 // uiFiles are the on-call page's script and style, in the binary: the
@@ -21,19 +23,21 @@ var uiFiles embed.FS
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// ui is the on-call page's state: sessions, the jobs it has seen, and the
-// feed of their changes.
+// ui is the on-call page's state: sessions and the feed of the jobs'
+// changes.
 type ui struct {
 	sessions *sessions
-	seen     *jobSet
 	feed     *uiFeed
 	// reconcile is how often a page's stream reads the live leases again:
 	// uiReconcileInterval, shorter in tests.
 	reconcile time.Duration
+	// maxJobs is how many of the jobs the store knows the jobs page lists
+	// at most: api.MaxJobsListed, fewer in tests.
+	maxJobs int
 }
 
 func newUI(ttl time.Duration, now func() time.Time) *ui {
-	return &ui{sessions: newSessions(ttl, now), seen: newJobSet(maxSeenJobs), feed: newUIFeed(), reconcile: uiReconcileInterval}
+	return &ui{sessions: newSessions(ttl, now), feed: newUIFeed(), reconcile: uiReconcileInterval, maxJobs: api.MaxJobsListed}
 }
 
 // uiRequest is one request to the on-call page.
@@ -59,6 +63,7 @@ func (s *Server) uiRoutes(mux *http.ServeMux) {
 		{"GET /events", "ui-events", RoleReader, (*Server).uiEvents},
 		{"POST /actions/quarantine", "ui-quarantine-job", RoleOperator, (*Server).uiQuarantine},
 		{"POST /actions/release", "ui-release-job", RoleOperator, (*Server).uiRelease},
+		{"POST /actions/stop", "ui-stop-job", RoleOperator, (*Server).uiStop},
 		{"GET /login", "ui-login-page", 0, (*Server).loginPage},
 		{"POST /login", "ui-login", 0, (*Server).login},
 		{"POST /logout", "ui-logout", RoleReader, (*Server).logout},

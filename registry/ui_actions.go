@@ -13,7 +13,8 @@ import (
 // uiAction is an operator's action on a job from the page.
 type uiAction struct {
 	Path    string // where the form posts
-	Verb    string // "Quarantine", "Release from quarantine"
+	Verb    string // "Quarantine", "Release from quarantine", "Stop"
+	Says    string // what the action does, if the verb does not say it all
 	Job     string
 	Reason  string
 	Problem string // why the form was shown again, if it was
@@ -28,6 +29,12 @@ func (s *Server) uiQuarantine(p *uiRequest) {
 
 func (s *Server) uiRelease(p *uiRequest) {
 	s.uiAct(p, uiAction{Path: "/actions/release", Verb: "Release from quarantine", act: s.cfg.Store.ReleaseQuarantine})
+}
+
+func (s *Server) uiStop(p *uiRequest) {
+	s.uiAct(p, uiAction{Path: "/actions/stop", Verb: "Stop", act: s.cfg.Store.Stop,
+		Says: "The run learns it at its next renewal: its child gets SIGTERM, then SIGKILL after the run's --grace, " +
+			"and the run ends as failed, stopped by you, which counts no crash."})
 }
 
 // uiAct does a under the operator's name once the form says it was
@@ -59,7 +66,11 @@ func (s *Server) uiAct(p *uiRequest, a uiAction) {
 	}
 	ctx, cancel := context.WithTimeout(p.r.Context(), s.cfg.OpTimeout)
 	defer cancel()
-	if err := a.act(ctx, job, note); err != nil {
+	switch err := a.act(ctx, job, note); {
+	case errors.Is(err, leasestore.ErrNotRunning):
+		s.uiError(p, http.StatusConflict, "Job "+job+" is not running: there is no run to stop. It may have ended since the page was loaded.")
+		return
+	case err != nil:
 		s.uiStoreError(p, err)
 		return
 	}

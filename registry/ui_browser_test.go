@@ -156,7 +156,7 @@ func TestUIInBrowser(t *testing.T) {
 		t.Fatalf("complete: %d %s", a.status, a.body)
 	}
 	until(t, ctx, "the run to finish", rowIs(job, "IDLE"))
-	if last := eval[string](t, ctx, `document.querySelector("#rows tr").cells[6].textContent`); !strings.HasPrefix(last, "completed exit 0 after 1.2s") {
+	if last := eval[string](t, ctx, `document.querySelector("#rows tr").cells[7].textContent`); !strings.HasPrefix(last, "completed exit 0 after 1.2s") {
 		t.Errorf("last outcome %q", last)
 	}
 	step(t, ctx, "filtering by state", chromedp.SetValue(chromedp.CSS("#state-filter"), "RUNNING"),
@@ -223,13 +223,19 @@ func TestUIInBrowser(t *testing.T) {
 	}
 	screenshot(t, ctx, "08-job-released")
 
+	stopRunInBrowser(t, ctx, srv, store, job)
+
+	request(t, srv.url, "POST", api.PathAcquire, workerToken, acquireBody(job, "w4", time.Minute)).decode(t, &l)
 	click(t, ctx, "#logout", "#token")
 	step(t, ctx, "opening the jobs after logout", chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	screenshot(t, ctx, "09-logged-out")
 
 	browserLogin(t, ctx, srv.url, readerToken, "bob")
 	step(t, ctx, "opening the job as reader", chromedp.Navigate(srv.url+jobURL(job)), chromedp.WaitVisible(chromedp.CSS("#history")))
-	if n := eval[int](t, ctx, `document.querySelectorAll('form[action^="/actions/"], #quarantine, #release').length`); n != 0 {
+	if state := eval[string](t, ctx, `document.getElementById("record").dataset.state`); state != "RUNNING" {
+		t.Errorf("the job is %s as the reader looks for a stop button, want RUNNING", state)
+	}
+	if n := eval[int](t, ctx, `document.querySelectorAll('form[action^="/actions/"], #quarantine, #release, #stop').length`); n != 0 {
 		t.Errorf("a reader sees %d action forms or buttons", n)
 	}
 	screenshot(t, ctx, "10-job-as-reader")
@@ -249,29 +255,96 @@ func TestUIInBrowser(t *testing.T) {
 	screenshot(t, ctx, "12-contact-lost")
 }
 
+// stopRunInBrowser is on-call stopping a run from job's page: the stop
+// button asks for a reason and a confirmation; the job's page and the
+// jobs list then show the stop pending; the run, driven through the
+// registry as a supervisor would, learns it at its next heartbeat and
+// releases as stopped; the list and the history follow.
+func stopRunInBrowser(t *testing.T, ctx context.Context, srv *testServer, store leasestore.Store, job string) {
+	t.Helper()
+	var l api.Lease
+	request(t, srv.url, "POST", api.PathAcquire, workerToken, acquireBody(job, "w3", time.Minute)).decode(t, &l)
+	until(t, ctx, "the stop button to show on the running job", `document.getElementById("record").dataset.state === "RUNNING" && document.getElementById("stop").checkVisibility()`)
+	const reason = "wedged on a <lock> since 02:00"
+	step(t, ctx, "giving a reason to stop", chromedp.SendKeys(chromedp.CSS("#stop-reason"), reason))
+	click(t, ctx, "#stop", "#confirm")
+	screenshot(t, ctx, "08a-confirm-stop")
+	if text := eval[string](t, ctx, `document.querySelector("main").textContent`); !strings.Contains(text, "SIGTERM, then SIGKILL after the run's --grace") {
+		t.Errorf("the stop's confirmation does not say what a stop does: %q", text)
+	}
+	if st, err := store.Status(context.Background(), job); err != nil || st.Holder == nil || st.Holder.Stop != nil {
+		t.Fatalf("stopped before confirmation: %+v %v", st, err)
+	}
+	click(t, ctx, "#confirm", "#history")
+	const pending = "stopping — by ada: " + reason
+	if got := eval[string](t, ctx, `document.querySelector('#record [data-field="stop"]').textContent`); got != pending {
+		t.Errorf("the job's page shows the stop as %q, want %q", got, pending)
+	}
+	history := eval[string](t, ctx, `document.getElementById("history").textContent`)
+	if want := fmt.Sprintf("stop-requested, token %d — by ada: %s", l.FencingToken, reason); !strings.Contains(history, want) {
+		t.Errorf("history after the stop %q lacks %q", history, want)
+	}
+	screenshot(t, ctx, "08b-job-stopping")
+
+	step(t, ctx, "opening the jobs", chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("#rows")))
+	stopCell := fmt.Sprintf(`[...document.querySelectorAll("#rows tr")].find(tr => tr.dataset.job === %q).cells[2].textContent`, job)
+	if got := eval[string](t, ctx, stopCell); got != pending {
+		t.Errorf("the jobs list shows the stop as %q, want %q", got, pending)
+	}
+	screenshot(t, ctx, "08c-jobs-stopping")
+	var hb api.Heartbeat
+	request(t, srv.url, "POST", api.PathHeartbeat, workerToken, api.HeartbeatRequest{JobID: job, WorkerID: "w3", FencingToken: l.FencingToken, TTLMS: 60000}).decode(t, &hb)
+	if hb.Stop == nil || hb.Stop.By != "ada" || hb.Stop.Reason != reason {
+		t.Fatalf("the run's next heartbeat carries the stop %+v, want by ada: %s", hb.Stop, reason)
+	}
+	stopped := hb.Stop.ToStore().Detail()
+	if a := request(t, srv.url, "POST", api.PathRelease, workerToken, api.ReleaseRequest{JobID: job, WorkerID: "w3", FencingToken: l.FencingToken,
+		Result: string(leasestore.ResultFailed), Signal: 15, DurationMS: 2000, Reason: stopped}); a.status != http.StatusOK {
+		t.Fatalf("release of the stopped run: %d %s", a.status, a.body)
+	}
+	until(t, ctx, "the list to show the run stopped", rowIs(job, "IDLE")+" && "+stopCell+` === ""`)
+	click(t, ctx, fmt.Sprintf(`#rows tr[data-job=%q] a`, job), "#history")
+	if last := eval[string](t, ctx, `document.querySelector('#record [data-field="last"]').textContent`); !strings.Contains(last, stopped) {
+		t.Errorf("last outcome %q, want it to say %q", last, stopped)
+	}
+	if crashes := eval[string](t, ctx, `document.querySelector('#record [data-field="crashes"]').textContent`); crashes != "0 of 3" {
+		t.Errorf("a stopped run counted a crash: %s", crashes)
+	}
+	if eval[bool](t, ctx, `document.getElementById("stop").checkVisibility()`) {
+		t.Error("a job at rest shows the stop button")
+	}
+	screenshot(t, ctx, "08d-job-stopped")
+}
+
 // TestUIWeightWithThousandJobs measures the jobs page with 1,000 jobs in
-// the browser: bytes over the wire and the time to first render. It
-// asserts only that every job is listed; the figures are logged and
-// written to ui-screenshots/weight.txt.
+// the browser, all running and then all at rest: bytes over the wire and
+// the time to first render. It asserts only that every job is listed; the
+// figures are logged and written to ui-screenshots/weight.txt.
 func TestUIWeightWithThousandJobs(t *testing.T) {
 	store := newUIStore(t)
 	srv := newTestServer(t, store, nil)
 	ctx := chromium(t)
 	const jobs = 1000
+	leases := make([]*leasestore.Lease, jobs)
 	for i := range jobs {
 		req := leasestore.AcquireRequest{Job: fmt.Sprintf("batch/job-%04d", i), Holder: fmt.Sprintf("worker-%04d", i), Host: "host-a", PID: 1000 + i,
 			Command: []string{"./run.sh", "--part", fmt.Sprint(i)}, TTL: time.Hour, EvidenceTTL: 2 * time.Hour, MaxCrashes: 3}
-		if _, err := store.Acquire(context.Background(), req); err != nil {
+		l, err := store.Acquire(context.Background(), req)
+		if err != nil {
 			t.Fatal(err)
 		}
+		leases[i] = l
 	}
 	browserLogin(t, ctx, srv.url, readerToken, "ada")
-	step(t, ctx, "reloading the jobs page", chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("#rows")))
-	if n := eval[int](t, ctx, `document.querySelectorAll("#rows tr").length`); n != jobs {
-		t.Fatalf("%d rows, want %d", n, jobs)
-	}
-	until(t, ctx, "the first paint to be recorded", `performance.getEntriesByName("first-contentful-paint").length > 0`)
-	figures := eval[map[string]float64](t, ctx, `(() => {
+	var report strings.Builder
+	measure := func(what, state, shot string) {
+		t.Helper()
+		step(t, ctx, "reloading the jobs page", chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("#rows")))
+		if n := eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll('#rows tr[data-state=%q]').length`, state)); n != jobs {
+			t.Fatalf("%s: %d rows %s, want %d", what, n, state, jobs)
+		}
+		until(t, ctx, "the first paint to be recorded", `performance.getEntriesByName("first-contentful-paint").length > 0`)
+		figures := eval[map[string]float64](t, ctx, `(() => {
 		const nav = performance.getEntriesByType("navigation")[0];
 		const assets = performance.getEntriesByType("resource").filter(r => r.name.includes("/static/"));
 		return {
@@ -284,13 +357,21 @@ func TestUIWeightWithThousandJobs(t *testing.T) {
 			dom_content_loaded_ms: nav.domContentLoadedEventEnd,
 		};
 	})()`)
-	screenshot(t, ctx, "13-jobs-1000")
-	report := fmt.Sprintf("jobs page with %d jobs: html %.0f bytes over the wire (body %.0f, %.0f uncompressed), script and style %.0f bytes; "+
-		"first contentful paint %.0f ms, response end %.0f ms, DOMContentLoaded %.0f ms\n",
-		jobs, figures["html_bytes"], figures["html_body_bytes"], figures["html_decoded_bytes"], figures["asset_bytes"],
-		figures["first_contentful_paint_ms"], figures["response_end_ms"], figures["dom_content_loaded_ms"])
-	t.Log(report)
-	if err := os.WriteFile(filepath.Join(screenshotDir, "weight.txt"), []byte(report), 0o644); err != nil {
+		screenshot(t, ctx, shot)
+		fmt.Fprintf(&report, "jobs page with %d jobs %s: html %.0f bytes over the wire (body %.0f, %.0f uncompressed), script and style %.0f bytes; "+
+			"first contentful paint %.0f ms, response end %.0f ms, DOMContentLoaded %.0f ms\n",
+			jobs, what, figures["html_bytes"], figures["html_body_bytes"], figures["html_decoded_bytes"], figures["asset_bytes"],
+			figures["first_contentful_paint_ms"], figures["response_end_ms"], figures["dom_content_loaded_ms"])
+	}
+	measure("running", "RUNNING", "13-jobs-1000")
+	for _, l := range leases {
+		if err := store.Release(context.Background(), l, leasestore.Outcome{Result: leasestore.ResultCompleted, Duration: 90 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	measure("at rest", "IDLE", "14-jobs-1000-at-rest")
+	t.Log(report.String())
+	if err := os.WriteFile(filepath.Join(screenshotDir, "weight.txt"), []byte(report.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

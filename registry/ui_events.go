@@ -68,7 +68,6 @@ func (f *uiFeed) publish(job string) {
 
 // changed tells the pages that job changed.
 func (s *Server) changed(job string) {
-	s.ui.seen.add(job)
 	s.ui.feed.publish(job)
 }
 
@@ -77,7 +76,7 @@ func (s *Server) changed(job string) {
 // redraw every running job every few seconds for it.
 func (rt route) changesJob() bool {
 	switch rt.name {
-	case "acquire-job", "complete-job", "release-job", "record-late", "quarantine-job", "unquarantine-job":
+	case "acquire-job", "complete-job", "release-job", "record-late", "quarantine-job", "unquarantine-job", "stop-job":
 		return true
 	}
 	return false
@@ -192,9 +191,6 @@ func (s *Server) reconcile(ctx context.Context, live *map[string]int64) []string
 		if _, ok := now[job]; !ok {
 			out = append(out, job)
 		}
-	}
-	for _, job := range out {
-		s.ui.seen.add(job)
 	}
 	return out
 }

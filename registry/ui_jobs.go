@@ -1,7 +1,6 @@
 package registry
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"net/http"
@@ -13,52 +12,9 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 )
 
-// maxSeenJobs bounds the jobs the page lists besides the live and the
-// quarantined ones; past it the job changed longest ago is forgotten.
-const maxSeenJobs = 10000
-
 // uiStatusReads is how many job statuses the jobs page reads from the
 // store at once.
 const uiStatusReads = 8
-
-// jobSet is the jobs the registry saw change, most recent last, bounded.
-// The store has no list of every job: the page lists these, the live
-// leases and the quarantined jobs.
-type jobSet struct {
-	mu    sync.Mutex
-	order *list.List // of string, oldest first
-	at    map[string]*list.Element
-	limit int
-}
-
-func newJobSet(limit int) *jobSet {
-	return &jobSet{order: list.New(), at: map[string]*list.Element{}, limit: limit}
-}
-
-// add records that job changed.
-func (js *jobSet) add(job string) {
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	if e, ok := js.at[job]; ok {
-		js.order.MoveToBack(e)
-		return
-	}
-	js.at[job] = js.order.PushBack(job)
-	if js.order.Len() > js.limit {
-		delete(js.at, js.order.Remove(js.order.Front()).(string))
-	}
-}
-
-// list returns the jobs.
-func (js *jobSet) list() []string {
-	js.mu.Lock()
-	defer js.mu.Unlock()
-	out := make([]string, 0, js.order.Len())
-	for e := js.order.Front(); e != nil; e = e.Next() {
-		out = append(out, e.Value.(string))
-	}
-	return out
-}
 
 // jobRow is one job as the page shows it, every field already in words:
 // the page's script only puts them in place, as text.
@@ -74,6 +30,7 @@ type jobRow struct {
 	LastSuccess string `json:"last_success"`
 	Crashes     string `json:"crashes"`
 	Quarantine  string `json:"quarantine"`
+	Stop        string `json:"stop"` // a stop asked for and not yet done
 }
 
 // uiTime is a time as the page shows it, in UTC, sortable as text.
@@ -101,6 +58,9 @@ func rowOf(st *leasestore.JobStatus) jobRow {
 	if h := st.Holder; h != nil {
 		r.Holder = fmt.Sprintf("%s on %s, pid %d", h.Worker, h.Host, h.PID)
 		r.Token, r.Since, r.Expires = fmt.Sprint(h.Token), uiTime(h.StartedAt), uiTime(h.ExpiresAt)
+		if sr := h.Stop; sr != nil {
+			r.Stop = fmt.Sprintf("stopping — by %s: %s", sr.By, sr.Reason)
+		}
 	}
 	if o := st.LastOutcome; o != nil {
 		r.Last = o.Detail() + ", " + uiTime(o.FinishedAt)
@@ -111,18 +71,26 @@ func rowOf(st *leasestore.JobStatus) jobRow {
 	return r
 }
 
-// jobNames are the jobs the page lists: those seen changing, those live,
-// those quarantined; sorted.
-func (s *Server) jobNames(ctx context.Context) ([]string, error) {
+// jobNames are the jobs the page lists, sorted: the first ui.maxJobs the
+// store knows, by ID, and every live and quarantined one. more reports
+// that the store knows more than it lists.
+func (s *Server) jobNames(ctx context.Context) (names []string, more bool, err error) {
+	known, err := s.cfg.Store.Jobs(ctx, "", s.ui.maxJobs+1)
+	if err != nil {
+		return nil, false, err
+	}
+	if more = len(known) > s.ui.maxJobs; more {
+		known = known[:s.ui.maxJobs]
+	}
 	leases, err := s.cfg.Store.Leases(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	quarantined, err := s.cfg.Store.Quarantined(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	names := s.ui.seen.list()
+	names = known
 	for _, h := range leases {
 		names = append(names, h.Job)
 	}
@@ -130,15 +98,15 @@ func (s *Server) jobNames(ctx context.Context) ([]string, error) {
 		names = append(names, q.Job)
 	}
 	slices.Sort(names)
-	return slices.Compact(names), nil
+	return slices.Compact(names), more, nil
 }
 
 // jobRows reads the status of every job the page lists, uiStatusReads at
 // a time.
-func (s *Server) jobRows(ctx context.Context) ([]jobRow, error) {
-	names, err := s.jobNames(ctx)
+func (s *Server) jobRows(ctx context.Context) ([]jobRow, bool, error) {
+	names, more, err := s.jobNames(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	rows := make([]jobRow, len(names))
 	errs := make([]error, len(names))
@@ -163,16 +131,18 @@ func (s *Server) jobRows(ctx context.Context) ([]jobRow, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return rows, nil
+	return rows, more, nil
 }
 
 // jobsPage is the list of jobs with their counts by state.
 type jobsPage struct {
 	Rows   []jobRow
 	Counts []stateCount
+	Listed int  // the bound on the jobs listed
+	More   bool // the store knows more jobs than that
 }
 
 // stateCount is how many listed jobs are in State.
@@ -190,12 +160,12 @@ var uiStates = [...]leasestore.State{leasestore.StateRunning, leasestore.StateCr
 func (s *Server) jobsPage(p *uiRequest) {
 	ctx, cancel := context.WithTimeout(p.r.Context(), s.cfg.OpTimeout)
 	defer cancel()
-	rows, err := s.jobRows(ctx)
+	rows, more, err := s.jobRows(ctx)
 	if err != nil {
 		s.uiStoreError(p, err)
 		return
 	}
-	page := jobsPage{Rows: rows}
+	page := jobsPage{Rows: rows, Listed: s.ui.maxJobs, More: more}
 	for _, st := range uiStates {
 		n := 0
 		for _, r := range rows {

@@ -24,20 +24,20 @@ func (l loginPage) write(h *htmlWriter, _ *uiPage) {
 		`<label>Your name <input name="name" id="name"`).a("value", l.Name).m(` required maxlength="200" autocomplete="name"></label>` + "\n" +
 		`<label>Token <input name="token" id="token" type="password" required autocomplete="off"></label>` + "\n" +
 		`<button type="submit" id="login">Log in</button>` + "\n</form>\n" +
-		"<p>Use a token of the registry's tokens file. Your name is recorded with the quarantines you add or release.</p>\n")
+		"<p>Use a token of the registry's tokens file. Your name is recorded with the actions you take: quarantine, release, stop.</p>\n")
 }
 
 // jobColumns are the jobs table's: the field of jobRow each shows (the
 // page's script maps cells to fields by these) and its heading.
 var jobColumns = [...]struct{ field, heading markup }{
-	{"job", "Job"}, {"state", "State"}, {"holder", "Holder"}, {"token", "Token"}, {"since", "Since"},
+	{"job", "Job"}, {"state", "State"}, {"stop", "Stop"}, {"holder", "Holder"}, {"token", "Token"}, {"since", "Since"},
 	{"expires", "Lease expires"}, {"last", "Last outcome"}, {"last_success", "Last success"},
 	{"crashes", "Crashes"}, {"quarantine", "Quarantine"},
 }
 
 // cells are r's fields in the order of jobColumns, the job's aside.
 func (r jobRow) cells() []string {
-	return []string{r.State, r.Holder, r.Token, r.Since, r.Expires, r.Last, r.LastSuccess, r.Crashes, r.Quarantine}
+	return []string{r.State, r.Stop, r.Holder, r.Token, r.Since, r.Expires, r.Last, r.LastSuccess, r.Crashes, r.Quarantine}
 }
 
 // row writes r as a row of the jobs table; cells are left unclosed, as
@@ -55,8 +55,12 @@ func (jp jobsPage) write(h *htmlWriter, _ *uiPage) {
 	for _, c := range jp.Counts {
 		h.m("<span>").t(c.State).m(" <b").a("data-count", c.State).m(">").t(fmt.Sprint(c.N)).m("</b></span> ")
 	}
-	h.m(`<span>shown <b id="shown">`).t(fmt.Sprint(len(jp.Rows))).m("</b></span></p>\n" +
-		`<div class="filters">` + "\n" + `<label>State <select id="state-filter"><option value="">all</option>`)
+	h.m(`<span>shown <b id="shown">`).t(fmt.Sprint(len(jp.Rows))).m("</b></span></p>\n")
+	if jp.More {
+		h.m(`<p id="more">`).t(fmt.Sprintf("The store knows more than %d jobs: listed are the first %d by ID, and every running or quarantined job. "+
+			"Open any job at /jobs/ followed by its ID.", jp.Listed, jp.Listed)).m("</p>\n")
+	}
+	h.m(`<div class="filters">` + "\n" + `<label>State <select id="state-filter"><option value="">all</option>`)
 	for _, c := range jp.Counts {
 		h.el("option", c.State)
 	}
@@ -85,7 +89,7 @@ type recordField struct {
 // record are the fields of r that a job's page shows and follows.
 func (r jobRow) record() []recordField {
 	return []recordField{
-		{"state", "State", r.State}, {"holder", "Holder", r.Holder}, {"token", "Token", r.Token},
+		{"state", "State", r.State}, {"stop", "Stop", r.Stop}, {"holder", "Holder", r.Holder}, {"token", "Token", r.Token},
 		{"since", "Since", r.Since}, {"expires", "Lease expires", r.Expires}, {"last", "Last outcome", r.Last},
 		{"last_success", "Last success", r.LastSuccess}, {"crashes", "Consecutive crashes", r.Crashes},
 		{"quarantine", "Quarantine", r.Quarantine},
@@ -111,13 +115,14 @@ func (jp jobPage) write(h *htmlWriter, v *uiPage) {
 		h.m("<section class=\"actions\">\n")
 		h.actionForm(v, r.Job, "/actions/quarantine", "not-quarantined", "quarantine", "Quarantine…", quarantined)
 		h.actionForm(v, r.Job, "/actions/release", "quarantined", "release", "Release from quarantine…", !quarantined)
+		h.actionForm(v, r.Job, "/actions/stop", "held", "stop", "Stop the run…", r.Holder == "")
 		h.m("</section>\n")
 	}
 	h.m("<h2>History</h2>\n<ol class=\"timeline\" id=\"history\">\n")
 	for _, e := range jp.History {
 		h.m("<li><time>").t(uiTime(e.At)).m("</time> ").el("b", string(e.Kind))
-		// A quarantine's detail already says who and why.
-		if e.Worker != "" && e.Kind != leasestore.EventQuarantined && e.Kind != leasestore.EventUnquarantine {
+		// An operator's action's detail already says who and why.
+		if e.Worker != "" && e.Kind != leasestore.EventQuarantined && e.Kind != leasestore.EventUnquarantine && e.Kind != leasestore.EventStop {
 			h.t(" by " + e.Worker)
 		}
 		if e.Token != 0 {
@@ -153,7 +158,11 @@ func (a uiAction) write(h *htmlWriter, v *uiPage) {
 	}
 	h.m(`<form method="post" class="stack"`).a("action", a.Path).m(">\n").
 		hidden("csrf", v.csrf).hidden("job", a.Job).hidden("confirm", "yes").
-		m(`<label>Reason <textarea name="reason" required>`).t(a.Reason).m("</textarea></label>\n<p>").
+		m(`<label>Reason <textarea name="reason" required>`).t(a.Reason).m("</textarea></label>\n")
+	if a.Says != "" {
+		h.el("p", a.Says).m("\n")
+	}
+	h.m("<p>").
 		t("This is recorded in the job's history under your name, "+v.name+".").m("</p>\n"+
 		`<p><button type="submit" id="confirm">`).t("Yes: "+a.Verb).m("</button> <a").a("href", jobURL(a.Job)).m(">Cancel</a></p>\n</form>\n")
 }

@@ -7,8 +7,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/registry/api"
 )
 
 // readmeOnCallPage is the README's section on the on-call page: its role
@@ -49,25 +51,34 @@ func TestReadmeOnCallPage(t *testing.T) {
 		srv := newTestServer(t, store, nil)
 		b := newBrowser(t, srv.url)
 		b.login(tokens[role], "ada-"+role)
-		acts := strings.Contains(may, "quarantine a job and release it")
-		page := b.do("GET", "/jobs/j", nil)
-		if shown := strings.Contains(string(page.body), `action="/actions/quarantine"`); shown != acts {
-			t.Errorf("%s: the README says it may act: %v; the job page shows the quarantine form: %v", role, acts, shown)
-		}
-		a := b.do("POST", "/actions/quarantine", url.Values{"job": {"j"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {b.csrf}})
-		if acts != (a.status == http.StatusSeeOther) {
-			t.Errorf("%s: the README says it may act: %v; quarantining answered %d", role, acts, a.status)
-		}
-		if !acts {
-			continue
-		}
-		st, err := store.Status(context.Background(), "j")
-		if err != nil {
-			t.Fatal(err)
-		}
-		last := st.History[len(st.History)-1]
-		if last.Kind != leasestore.EventQuarantined || last.Worker != "ada-"+role {
-			t.Errorf("%s: the history's last event is %+v, want quarantined under the operator's name", role, last)
+		startRun(t, store, "j")
+		for _, action := range []struct {
+			says, path string
+			kind       leasestore.EventKind
+		}{
+			{"quarantine a job and release it", "/actions/quarantine", leasestore.EventQuarantined},
+			{"stop a job's run", "/actions/stop", leasestore.EventStop},
+		} {
+			acts := strings.Contains(may, action.says)
+			page := b.do("GET", "/jobs/j", nil)
+			if shown := strings.Contains(string(page.body), `action="`+action.path+`"`); shown != acts {
+				t.Errorf("%s: the README says it may %s: %v; the running job's page shows its form: %v", role, action.says, acts, shown)
+			}
+			a := b.do("POST", action.path, url.Values{"job": {"j"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {b.csrf}})
+			if acts != (a.status == http.StatusSeeOther) {
+				t.Errorf("%s: the README says it may %s: %v; posting %s answered %d", role, action.says, acts, action.path, a.status)
+			}
+			if !acts {
+				continue
+			}
+			st, err := store.Status(context.Background(), "j")
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := st.History[len(st.History)-1]
+			if last.Kind != action.kind || last.Worker != "ada-"+role {
+				t.Errorf("%s: the history's last event is %+v, want %s under the operator's name", role, last, action.kind)
+			}
 		}
 	}
 	js, err := uiFiles.ReadFile("ui/static/app.js")
@@ -75,7 +86,7 @@ func TestReadmeOnCallPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	for claim, holds := range map[string]bool{
-		"(the last 10,000)":                 maxSeenJobs == 10000,
+		"the first 10,000 by ID":            api.MaxJobsListed == 10000 && newUI(time.Hour, time.Now).maxJobs == api.MaxJobsListed,
 		"within 5 s":                        uiReconcileInterval.String() == "5s",
 		"nothing for 25 s":                  strings.Contains(string(js), "Date.now() - lastHeard > 25000"),
 		"A login lasts 12 hours":            DefaultSessionTTL.String() == "12h0m0s",

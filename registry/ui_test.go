@@ -92,6 +92,29 @@ func quarantinedBy(t *testing.T, store leasestore.Store, job string) (bool, stri
 	return true, st.Quarantine.By
 }
 
+// stoppedBy reports whether a stop of job's run is pending, and by whom.
+func stoppedBy(t *testing.T, store leasestore.Store, job string) (bool, string) {
+	t.Helper()
+	st, err := store.Status(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Holder == nil || st.Holder.Stop == nil {
+		return false, ""
+	}
+	return true, st.Holder.Stop.By
+}
+
+// startRun grants job to worker w on store, as a run outside the registry.
+func startRun(t *testing.T, store leasestore.Store, job string) *leasestore.Lease {
+	t.Helper()
+	l, err := store.Acquire(context.Background(), leasestore.AcquireRequest{Job: job, Holder: "w", Host: "h", PID: 1, TTL: time.Minute, EvidenceTTL: time.Hour, MaxCrashes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func newUIStore(t *testing.T) leasestore.Store {
 	t.Helper()
 	store, err := filestore.Open(t.TempDir(), testNamespace)
@@ -169,30 +192,36 @@ func TestUIActionWithoutCSRFTokenIsRefused(t *testing.T) {
 	srv := newTestServer(t, store, nil)
 	b := newBrowser(t, srv.url)
 	b.login(operatorToken, "ada")
-	for name, csrf := range map[string][]string{"no token": nil, "a wrong token": {"x" + b.csrf[1:]}, "an empty token": {""}} {
-		a := b.do("POST", "/actions/quarantine", url.Values{"job": {"j"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": csrf})
-		if a.status != http.StatusForbidden {
-			t.Errorf("%s: %d, want 403", name, a.status)
+	startRun(t, store, "j")
+	for _, action := range []struct {
+		path string
+		done func(*testing.T, leasestore.Store, string) (bool, string)
+	}{{"/actions/quarantine", quarantinedBy}, {"/actions/stop", stoppedBy}} {
+		for name, csrf := range map[string][]string{"no token": nil, "a wrong token": {"x" + b.csrf[1:]}, "an empty token": {""}} {
+			a := b.do("POST", action.path, url.Values{"job": {"j"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": csrf})
+			if a.status != http.StatusForbidden {
+				t.Errorf("%s with %s: %d, want 403", action.path, name, a.status)
+			}
+		}
+		form := url.Values{"job": {"j"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {b.csrf}}
+		req, _ := http.NewRequest("POST", srv.url+action.path, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "https://evil.example")
+		if resp, err := b.c.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s from another origin: %v %v, want 403", action.path, resp.StatusCode, err)
+		}
+		if done, _ := action.done(t, store, "j"); done {
+			t.Fatalf("a refused %s acted on the job", action.path)
+		}
+		if a := b.do("POST", action.path, form); a.status != http.StatusSeeOther {
+			t.Fatalf("%s with the CSRF token: %d %s", action.path, a.status, a.body)
+		}
+		if done, by := action.done(t, store, "j"); !done || by != "ada" {
+			t.Errorf("%s with the CSRF token: done %v by %q, want true by ada", action.path, done, by)
 		}
 	}
 	if a := b.do("POST", "/logout", url.Values{}); a.status != http.StatusForbidden {
 		t.Errorf("logout without the CSRF token: %d, want 403", a.status)
-	}
-	form := url.Values{"job": {"j"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {b.csrf}}
-	req, _ := http.NewRequest("POST", srv.url+"/actions/quarantine", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", "https://evil.example")
-	if resp, err := b.c.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
-		t.Errorf("from another origin: %v %v, want 403", resp.StatusCode, err)
-	}
-	if q, _ := quarantinedBy(t, store, "j"); q {
-		t.Fatal("a refused request quarantined the job")
-	}
-	if a := b.do("POST", "/actions/quarantine", form); a.status != http.StatusSeeOther {
-		t.Fatalf("with the CSRF token: %d %s", a.status, a.body)
-	}
-	if q, by := quarantinedBy(t, store, "j"); !q || by != "ada" {
-		t.Errorf("quarantined %v by %q, want true by ada", q, by)
 	}
 }
 
@@ -214,11 +243,24 @@ func TestUIActionIsConfirmedFirst(t *testing.T) {
 	if a := b.do("POST", "/actions/release", url.Values{"job": {"j"}, "reason": {"fixed"}, "confirm": {"yes"}, "csrf": {b.csrf}}); a.status != http.StatusConflict {
 		t.Errorf("releasing a job not quarantined: %d %s", a.status, a.body)
 	}
+	if a := b.do("POST", "/actions/stop", url.Values{"job": {"j"}, "reason": {"wedged"}, "confirm": {"yes"}, "csrf": {b.csrf}}); a.status != http.StatusConflict ||
+		!strings.Contains(string(a.body), "Job j is not running: there is no run to stop.") {
+		t.Errorf("stopping a job not running: %d %s", a.status, a.body)
+	}
+	startRun(t, store, "j")
+	a = b.do("POST", "/actions/stop", url.Values{"job": {"j"}, "reason": {"wedged"}, "csrf": {b.csrf}})
+	if a.status != http.StatusOK || !strings.Contains(string(a.body), `name="confirm" value="yes"`) || !strings.Contains(string(a.body), "SIGKILL after the run&#39;s --grace") {
+		t.Fatalf("stop unconfirmed: %d %s", a.status, a.body)
+	}
+	if s, _ := stoppedBy(t, store, "j"); s {
+		t.Fatal("stopped without confirmation")
+	}
 }
 
 func TestUIReaderAndWorkerCannotAct(t *testing.T) {
 	store := newUIStore(t)
 	srv := newTestServer(t, store, nil)
+	startRun(t, store, "poison")
 	if err := store.Quarantine(context.Background(), "poison", leasestore.Note{By: "ada", Reason: "loops"}); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +270,7 @@ func TestUIReaderAndWorkerCannotAct(t *testing.T) {
 		if a := b.do("GET", "/jobs/poison", nil); strings.Contains(string(a.body), "/actions/") {
 			t.Errorf("the job page shows actions to a %s: %s", token, a.body)
 		}
-		for _, action := range []string{"/actions/quarantine", "/actions/release"} {
+		for _, action := range []string{"/actions/quarantine", "/actions/release", "/actions/stop"} {
 			a := b.do("POST", action, url.Values{"job": {"poison"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": {b.csrf}})
 			if a.status != http.StatusForbidden {
 				t.Errorf("%s posting %s: %d, want 403", token, action, a.status)
@@ -237,6 +279,9 @@ func TestUIReaderAndWorkerCannotAct(t *testing.T) {
 	}
 	if q, _ := quarantinedBy(t, store, "poison"); !q {
 		t.Error("a reader or worker released the job")
+	}
+	if s, _ := stoppedBy(t, store, "poison"); s {
+		t.Error("a reader or worker stopped the job's run")
 	}
 }
 
@@ -247,15 +292,23 @@ func TestUIEscapesJobIDsAndReasons(t *testing.T) {
 	b.login(operatorToken, `<b>ada</b>`)
 	const job = "team/a:b@c+d=e"
 	const reason = `</textarea><script>alert(1)</script><img src=x onerror=alert(2)> "quoted" & 'single'`
+	const stopReason = `<script>alert(3)</script><img src=y onerror=alert(4)> wedged`
+	startRun(t, store, job)
+	if a := b.do("POST", "/actions/stop", url.Values{"job": {job}, "reason": {stopReason}, "confirm": {"yes"}, "csrf": {b.csrf}}); a.status != http.StatusSeeOther {
+		t.Fatalf("stop: %d %s", a.status, a.body)
+	}
 	if a := b.do("POST", "/actions/quarantine", url.Values{"job": {job}, "reason": {reason}, "confirm": {"yes"}, "csrf": {b.csrf}}); a.status != http.StatusSeeOther || a.header.Get("Location") != "/jobs/team/a:b@c+d=e" {
 		t.Fatalf("quarantine: %d, Location %q", a.status, a.header.Get("Location"))
 	}
-	raw := []string{"<script>alert", "<img src=x", "<b>ada</b>", "</textarea><script>"}
+	raw := []string{"<script>alert", "<img src=x", "<img src=y", "<b>ada</b>", "</textarea><script>"}
 	for _, path := range []string{"/", "/jobs/team/a:b@c+d=e", "/quarantine"} {
 		a := b.do("GET", path, nil)
 		body := string(a.body)
 		if a.status != http.StatusOK || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") || !strings.Contains(body, ">team/a:b@c+d=e<") {
 			t.Errorf("%s: %d, the reason or the job ID is missing or not escaped: %s", path, a.status, body)
+		}
+		if path != "/quarantine" && !strings.Contains(body, "stopping — by &lt;b&gt;ada&lt;/b&gt;: &lt;script&gt;alert(3)&lt;/script&gt;&lt;img src=y") {
+			t.Errorf("%s: the pending stop is missing or not escaped: %s", path, body)
 		}
 		for _, r := range raw {
 			if strings.Contains(body, r) {
@@ -263,10 +316,12 @@ func TestUIEscapesJobIDsAndReasons(t *testing.T) {
 			}
 		}
 	}
-	confirm := b.do("POST", "/actions/release", url.Values{"job": {job}, "reason": {reason}, "csrf": {b.csrf}})
-	for _, r := range raw {
-		if strings.Contains(string(confirm.body), r) {
-			t.Errorf("the confirmation shows %q unescaped", r)
+	for _, action := range []string{"/actions/release", "/actions/stop"} {
+		confirm := b.do("POST", action, url.Values{"job": {job}, "reason": {reason + stopReason}, "csrf": {b.csrf}})
+		for _, r := range raw {
+			if strings.Contains(string(confirm.body), r) {
+				t.Errorf("the confirmation of %s shows %q unescaped", action, r)
+			}
 		}
 	}
 	a := b.do("GET", "/jobs/"+url.PathEscape(`<script>x</script>`), nil)
@@ -365,6 +420,7 @@ func (es *eventStream) row() jobRow {
 // while a run is acquired and released through the registry's API.
 func TestUIEventsFollowRunsThroughTheRegistry(t *testing.T) {
 	srv := newTestServer(t, newUIStore(t), nil)
+	srv.ui.reconcile = time.Hour // only what the registry publishes reaches the page
 	b := newBrowser(t, srv.url)
 	b.login(readerToken, "ada")
 	events := followEvents(t, b)
@@ -373,6 +429,12 @@ func TestUIEventsFollowRunsThroughTheRegistry(t *testing.T) {
 	request(t, srv.url, "POST", api.PathAcquire, workerToken, acquireBody("nightly/report", "w1", time.Minute)).decode(t, &l)
 	if row := events.row(); row.Job != "nightly/report" || row.State != "RUNNING" || row.Holder != "w1 on host-w1, pid 4242" || row.URL != "/jobs/nightly/report" {
 		t.Errorf("after acquire: %+v", row)
+	}
+	if a := request(t, srv.url, "POST", api.PathStop, operatorToken, api.NoteRequest{JobID: "nightly/report", By: "bob@cli", Reason: "wedged"}); a.status != http.StatusOK {
+		t.Fatalf("stop: %d %s", a.status, a.body)
+	}
+	if row := events.row(); row.State != "RUNNING" || row.Stop != "stopping — by bob@cli: wedged" {
+		t.Errorf("after a stop through the API: %+v", row)
 	}
 	a := request(t, srv.url, "POST", api.PathComplete, workerToken, api.CompleteRequest{JobID: "nightly/report", WorkerID: "w1", FencingToken: l.FencingToken, DurationMS: 1500})
 	if a.status != http.StatusOK {
@@ -412,13 +474,50 @@ func TestUIEventsFollowRunsElsewhere(t *testing.T) {
 	}
 }
 
-func TestJobSetKeepsTheLatest(t *testing.T) {
-	js := newJobSet(3)
-	for _, job := range []string{"a", "b", "c", "a", "d"} {
-		js.add(job)
+// TestUIJobsListsEveryJobTheStoreKnows: jobs at rest, run before the
+// registry started and never through it, are listed; past the bound the
+// first by ID are, with every live or quarantined job, and the page says
+// there are more.
+func TestUIJobsListsEveryJobTheStoreKnows(t *testing.T) {
+	store := newUIStore(t)
+	ctx := context.Background()
+	for _, job := range []string{"a/rest", "b/rest", "c/rest"} {
+		l, err := store.Acquire(ctx, leasestore.AcquireRequest{Job: job, Holder: "w", Host: "h", PID: 1, TTL: time.Minute, EvidenceTTL: time.Hour, MaxCrashes: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Release(ctx, l, leasestore.Outcome{Result: leasestore.ResultCompleted}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := strings.Join(js.list(), " "); got != "c a d" {
-		t.Errorf("jobs %q, want the three changed last, oldest first: c a d", got)
+	srv := newTestServer(t, store, nil)
+	b := newBrowser(t, srv.url)
+	b.login(readerToken, "ada")
+	page := string(b.do("GET", "/", nil).body)
+	for _, job := range []string{"a/rest", "b/rest", "c/rest"} {
+		if !strings.Contains(page, `data-job="`+job+`" data-state="IDLE"`) {
+			t.Errorf("the jobs page does not list %s, at rest", job)
+		}
+	}
+	if strings.Contains(page, `id="more"`) {
+		t.Error("the jobs page says there are more jobs than it lists")
+	}
+
+	srv.ui.maxJobs = 1
+	if _, err := store.Acquire(ctx, leasestore.AcquireRequest{Job: "z/live", Holder: "w", Host: "h", PID: 1, TTL: time.Minute, EvidenceTTL: time.Hour, MaxCrashes: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Quarantine(ctx, "y/poison", leasestore.Note{By: "ada", Reason: "loops"}); err != nil {
+		t.Fatal(err)
+	}
+	page = string(b.do("GET", "/", nil).body)
+	for job, listed := range map[string]bool{"a/rest": true, "b/rest": false, "c/rest": false, "y/poison": true, "z/live": true} {
+		if got := strings.Contains(page, `data-job="`+job+`"`); got != listed {
+			t.Errorf("listing one job at most, %s listed: %v, want %v", job, got, listed)
+		}
+	}
+	if !strings.Contains(page, `<p id="more">The store knows more than 1 jobs`) {
+		t.Error("the jobs page does not say the store knows more jobs than it lists")
 	}
 }
 

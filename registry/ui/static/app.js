@@ -31,12 +31,18 @@
     });
   }
 
+  // When each action's form shows (its data-when), as the server decides
+  // it for the page it sends.
+  const actionShows = {
+    quarantined: (row) => row.state === 'QUARANTINED',
+    'not-quarantined': (row) => row.state !== 'QUARANTINED',
+    held: (row) => row.holder !== '',
+  };
+
   function fillRecord(row) {
     record.dataset.state = row.state;
     for (const dd of record.querySelectorAll('[data-field]')) dd.textContent = row[dd.dataset.field] ?? '';
-    for (const f of document.querySelectorAll('form[data-when]')) {
-      f.hidden = (f.dataset.when === 'quarantined') !== (row.state === 'QUARANTINED');
-    }
+    for (const f of document.querySelectorAll('form[data-when]')) f.hidden = !actionShows[f.dataset.when](row);
   }
 
   function cellText(tr, key) {
