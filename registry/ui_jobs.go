@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,11 @@ func uiTime(t time.Time) string {
 
 // jobURL is the path of job's page, escaped.
 func jobURL(job string) string {
+	if slices.ContainsFunc(strings.Split(job, "/"), func(seg string) bool { return seg == "" || seg == "." || seg == ".." }) {
+		// A path the browser or the mux would clean into another job's
+		// ("a/../b", "a//b"): the ID as one segment, its slashes escaped.
+		return "/jobs/" + url.PathEscape(job)
+	}
 	return (&url.URL{Path: "/jobs/" + job}).EscapedPath()
 }
 

@@ -565,3 +565,20 @@ func TestUIEventsEndWhenDraining(t *testing.T) {
 		t.Errorf("a new stream while draining: %d %q, want 200 and nothing", a.status, a.body)
 	}
 }
+
+// TestUIJobLinksReachTheirJob: a job ID the browser or the mux would clean
+// into another path ("a/../b" into "b") links to its own page, whose
+// actions then act on it, not on the job the cleaned path names.
+func TestUIJobLinksReachTheirJob(t *testing.T) {
+	store := newUIStore(t)
+	srv := newTestServer(t, store, nil)
+	b := newBrowser(t, srv.url)
+	b.login(operatorToken, "ada")
+	for _, job := range []string{"a/../b", "a//b", "x/.", "./y", "team/a:b"} {
+		startRun(t, store, job)
+		a := b.do("GET", jobURL(job), nil)
+		if a.status != http.StatusOK || !strings.Contains(string(a.body), ">"+job+"<") {
+			t.Errorf("%q: GET %s = %d, want its own page", job, jobURL(job), a.status)
+		}
+	}
+}
