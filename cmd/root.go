@@ -16,10 +16,10 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/outbox"
 	"github.com/leasectl/leasectl/supervise"
-	// The store drivers, registered by URL scheme; the embedded store's
-	// folder is also where the host keeps its outbox.
+
+	// The store drivers, registered by URL scheme.
 	_ "github.com/leasectl/leasectl/leasestore/etcdstore"
-	"github.com/leasectl/leasectl/leasestore/filestore"
+	_ "github.com/leasectl/leasectl/leasestore/filestore"
 	_ "github.com/leasectl/leasectl/leasestore/httpstore"
 	_ "github.com/leasectl/leasectl/leasestore/pgstore"
 	_ "github.com/leasectl/leasectl/leasestore/redisstore"
@@ -99,7 +99,7 @@ func NewFactory() *Factory {
 		return s, err
 	}
 	f.Outbox = func() *outbox.Box {
-		dir, err := filestore.DefaultDir()
+		dir, err := leasestore.StateDir()
 		if err != nil {
 			return nil
 		}

@@ -342,8 +342,10 @@ func (s *Server) note(x *exchange, act func(ctx context.Context, job string, not
 func (s *Server) jobs(x *exchange) (int, any, error) {
 	q := x.r.URL.Query()
 	prefix := q.Get("prefix")
-	if len(prefix) > leasestore.MaxJobIDLen {
-		return 0, nil, &api.FieldError{Field: "prefix", Reason: fmt.Sprintf("it is longer than a job ID (%d bytes)", leasestore.MaxJobIDLen)}
+	if prefix != "" {
+		if err := leasestore.ValidateJobID(prefix); err != nil {
+			return 0, nil, &api.FieldError{Field: "prefix", Reason: "it is no start of a job ID: " + err.Error()}
+		}
 	}
 	limit := api.MaxJobsListed
 	if v := q.Get("limit"); v != "" {

@@ -24,7 +24,8 @@ const DefaultSessionTTL = 12 * time.Hour
 // sessionCookie is the name of the on-call page's session cookie.
 const sessionCookie = "leasectl_session"
 
-// maxSessions bounds the sessions kept at once; past it the oldest ends.
+// maxSessions bounds the sessions kept at once; past it the expired ones
+// are swept, then others end, in no particular order.
 // Only a valid token starts one, so the bound is against a script that
 // logs in in a loop, not against strangers.
 const maxSessions = 10000

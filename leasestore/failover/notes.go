@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasectl/leasectl/leasestore/filestore"
+	"github.com/leasectl/leasectl/leasestore"
 )
 
 // silentFor is how long an endpoint that left a request unanswered is tried
@@ -77,7 +77,7 @@ func (n *notes) clear(endpoint string) { _ = os.Remove(n.path(endpoint)) }
 // leasectl process of the user on this host; "" (notes in memory only)
 // when that folder cannot be found.
 func DefaultNotes() string {
-	dir, err := filestore.DefaultDir()
+	dir, err := leasestore.StateDir()
 	if err != nil {
 		return ""
 	}

@@ -2,7 +2,7 @@
 // folder, shared by every leasectl process on one host through a lock per
 // job, with release notifications through the file system (inotify,
 // kqueue). It registers the file:// scheme, and serves leasestore.Open's
-// empty URL from DefaultDir.
+// empty URL from leasestore.StateDir.
 //
 // It guarantees what leasestore.Store promises, on one host, and that an
 // operation on one job never waits for another job's: a process stopped

@@ -30,8 +30,8 @@ func TestOpenURL(t *testing.T) {
 		}
 		if tt.raw == "" {
 			// The default folder may not be writable here: check the path only.
-			if dir, _ := DefaultDir(); dir != tt.wantDir {
-				t.Errorf("DefaultDir() = %q, want %q", dir, tt.wantDir)
+			if dir, _ := leasestore.StateDir(); dir != tt.wantDir {
+				t.Errorf("leasestore.StateDir() = %q, want %q", dir, tt.wantDir)
 			}
 			continue
 		}
@@ -45,20 +45,20 @@ func TestOpenURL(t *testing.T) {
 	}
 }
 
-func TestDefaultDirWithoutXDG(t *testing.T) {
+func TestStateDirWithoutXDG(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("XDG_STATE_HOME", "relative")
 	t.Setenv("HOME", home)
-	if dir, err := DefaultDir(); err != nil || dir != home+"/.local/state/leasectl" {
-		t.Fatalf("DefaultDir() = %q, %v; want ~/.local/state/leasectl", dir, err)
+	if dir, err := leasestore.StateDir(); err != nil || dir != home+"/.local/state/leasectl" {
+		t.Fatalf("leasestore.StateDir() = %q, %v; want ~/.local/state/leasectl", dir, err)
 	}
 }
 
-func TestDefaultDirOfASystemAccountWithoutHome(t *testing.T) {
+func TestStateDirOfASystemAccountWithoutHome(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", "")
 	t.Setenv("HOME", filepath.Join(t.TempDir(), "nonexistent"))
-	dir, err := DefaultDir()
+	dir, err := leasestore.StateDir()
 	if !errors.Is(err, leasestore.ErrUnavailable) || !strings.Contains(err.Error(), "XDG_STATE_HOME") || !strings.Contains(err.Error(), "--store") {
-		t.Fatalf("DefaultDir() = %q, %v; want unavailable, naming XDG_STATE_HOME and --store", dir, err)
+		t.Fatalf("leasestore.StateDir() = %q, %v; want unavailable, naming XDG_STATE_HOME and --store", dir, err)
 	}
 }

@@ -220,8 +220,9 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 }
 
 // Renew extends l's lease and passes on its round trip (l.RTT); see
-// leasestore.Store. It is sent once, bounded by ctx: the supervisor counts
-// its safety window from before the call, whatever happens in it. A
+// leasestore.Store. It is bounded by ctx, and hedged over the registries
+// like every request: the supervisor counts its safety window from before
+// the call, whatever happens in it. A
 // registry older than round trips refuses the unknown rtt_us field without
 // renewing; Renew then sends the heartbeat again without it, and leaves it
 // out from then on.
