@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,21 +49,9 @@ func TestStopStopsARunningChild(t *testing.T) {
 			for _, e := range st.History {
 				kinds = append(kinds, e.Kind)
 			}
-			if want := []leasestore.EventKind{leasestore.EventAcquired, leasestore.EventStop, leasestore.EventReleased}; !equalKinds(kinds, want) {
+			if want := []leasestore.EventKind{leasestore.EventAcquired, leasestore.EventStop, leasestore.EventReleased}; !slices.Equal(kinds, want) {
 				t.Errorf("history %v, want %v", kinds, want)
 			}
 		})
 	}
-}
-
-func equalKinds(a, b []leasestore.EventKind) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
 // The keys of a namespace <ns> (docs/etcd.md), one per job of each kind:
@@ -68,22 +69,16 @@ type evidence struct {
 	Stop *leasestore.StopRequest `json:"stop,omitempty"`
 }
 
-// record is what the store keeps of a job between runs, with its history.
+// record is what the store keeps of a job between runs, with its history:
+// the rules' record without its run (which is the liveness and evidence
+// keys) and, apart, its history, in the JSON names the store has always
+// written. Records written before regions or the holder that gave up were
+// kept have none: their jobs are unrestricted until a grant that names a
+// region, and a leasectl older than RecordLate on etcd drops Abandoned when
+// it rewrites the record.
 type record struct {
-	LastToken   int64                   `json:"last_token,omitempty"`
-	Attempts    int64                   `json:"attempts,omitempty"`
-	Crashes     int                     `json:"crashes,omitempty"`
-	MaxCrashes  int                     `json:"max_crashes,omitempty"`
-	LastHolder  string                  `json:"last_holder,omitempty"`
-	LastHost    string                  `json:"last_host,omitempty"`
-	LastSuccess time.Time               `json:"last_success,omitzero"`
-	Quarantine  *leasestore.Quarantine  `json:"quarantine,omitempty"`
-	LastOutcome *leasestore.LastOutcome `json:"last_outcome,omitempty"`
-	History     []leasestore.Event      `json:"history,omitempty"`
-	// Region is the job's region, recorded by its first grant
-	// that named one and kept. Records written before regions were kept
-	// have none: their jobs are unrestricted until such a grant.
-	Region string `json:"region,omitempty"`
+	rules.Record
+	History []leasestore.Event `json:"history,omitempty"`
 	// LiveLease and EvidenceLease are the etcd leases the last run's
 	// liveness and evidence were attached to. The next run takes them over
 	// while they live (its Acquire keeps them alive, and grants new ones
@@ -92,10 +87,6 @@ type record struct {
 	// no key, that expire --ttl and --evidence-ttl after its last run.
 	LiveLease     int64 `json:"live_lease,omitempty"`
 	EvidenceLease int64 `json:"evidence_lease,omitempty"`
-	// Abandoned is the last holder that gave up on its grant (RecordLate
-	// with Token 0): Acquire refuses it. A leasectl older than RecordLate
-	// on etcd drops it when it rewrites the record.
-	Abandoned string `json:"abandoned,omitempty"`
 }
 
 // event appends e at now to the history, dropping the oldest beyond

@@ -23,12 +23,9 @@ import (
 
 // asRecord is st as the rules read it at now.
 func (st *jobState) asRecord(at time.Time) *rules.Record {
-	r := st.rec
-	rec := &rules.Record{
-		Job: st.job, LastToken: r.LastToken, Attempts: r.Attempts, Crashes: r.Crashes, MaxCrashes: r.MaxCrashes,
-		LastHolder: r.LastHolder, LastHost: r.LastHost, Region: r.Region, LastSuccess: r.LastSuccess,
-		Quarantine: r.Quarantine, LastOutcome: r.LastOutcome, Abandoned: r.Abandoned,
-	}
+	rec := new(rules.Record)
+	*rec = st.rec.Record
+	rec.Job, rec.Run = st.job, nil
 	if ev := st.evd; ev != nil {
 		liveUntil := at
 		if st.live != nil && st.liveToken == ev.Token {
@@ -73,9 +70,8 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 		return nil, nil, err
 	}
 	hadQuarantine := r.Quarantine
-	r.LastToken, r.Attempts, r.Crashes, r.MaxCrashes = rec.LastToken, rec.Attempts, rec.Crashes, rec.MaxCrashes
-	r.LastHolder, r.LastHost, r.Region, r.LastSuccess = rec.LastHolder, rec.LastHost, rec.Region, rec.LastSuccess
-	r.Quarantine, r.LastOutcome, r.Abandoned = rec.Quarantine, rec.LastOutcome, rec.Abandoned
+	r.Record = *rec
+	r.Job, r.Run = "", nil // the job is the key's; the run is the liveness and evidence keys
 	for _, e := range step.Events {
 		r.event(e.At, e)
 	}

@@ -10,7 +10,7 @@ import (
 // which they only append to (Step.Events) and, for a late outcome, read.
 // The JSON names are those the embedded store has always written.
 type Record struct {
-	Job        string `json:"job"`
+	Job        string `json:"job,omitempty"`
 	LastToken  int64  `json:"last_token,omitempty"`
 	Attempts   int64  `json:"attempts,omitempty"`
 	Crashes    int    `json:"crashes,omitempty"`

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -142,23 +143,11 @@ func TestAcquire(t *testing.T) {
 			if r.Crashes != tc.want.crashes {
 				t.Errorf("crashes %d, want %d", r.Crashes, tc.want.crashes)
 			}
-			if got := kinds(step); !equal(got, tc.want.events) {
+			if got := kinds(step); !slices.Equal(got, tc.want.events) {
 				t.Errorf("events %v, want %v", got, tc.want.events)
 			}
 		})
 	}
-}
-
-func equal[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestRenew(t *testing.T) {
@@ -176,7 +165,7 @@ func TestRenew(t *testing.T) {
 	t.Run("after expiry it is lost, and the late renewal recorded while the evidence is there", func(t *testing.T) {
 		r := running("w1", 10)
 		step, err := Renew(r, lease(r), at(ttl+time.Second))
-		if !errors.Is(err, leasestore.ErrLeaseLost) || !equal(kinds(step), []leasestore.EventKind{leasestore.EventLeaseLost}) {
+		if !errors.Is(err, leasestore.ErrLeaseLost) || !slices.Equal(kinds(step), []leasestore.EventKind{leasestore.EventLeaseLost}) {
 			t.Errorf("answered %v with events %v", err, kinds(step))
 		}
 	})
@@ -328,7 +317,7 @@ func TestStop(t *testing.T) {
 	t.Run("the holder learns it at its next renewal, and the job stays held", func(t *testing.T) {
 		r := running("w1", 10)
 		step, err := Stop(r, note, at(time.Second))
-		if err != nil || !equal(kinds(step), []leasestore.EventKind{leasestore.EventStop}) || step.Events[0].Token != 10 {
+		if err != nil || !slices.Equal(kinds(step), []leasestore.EventKind{leasestore.EventStop}) || step.Events[0].Token != 10 {
 			t.Fatalf("answered %v with events %+v", err, step.Events)
 		}
 		l := lease(r)
