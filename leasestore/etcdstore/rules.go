@@ -65,10 +65,7 @@ func lasts(at time.Time, ttl time.Duration) time.Time {
 // nil when unchanged.
 func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requestOp, []byte, error) {
 	r := st.rec
-	before, err := json.Marshal(r)
-	if err != nil {
-		return nil, nil, err
-	}
+	before := r.Record // the rules replace what they change, never write through a pointer
 	hadQuarantine := r.Quarantine
 	r.Record = *rec
 	r.Job, r.Run = "", nil // the job is the key's; the run is the liveness and evidence keys
@@ -101,12 +98,12 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 		}
 		ops = append(ops, q)
 	}
+	if r.Record == before && len(step.Events) == 0 {
+		return ops, nil, nil
+	}
 	after, err := json.Marshal(r)
 	if err != nil {
 		return nil, nil, err
-	}
-	if string(after) == string(before) {
-		return ops, nil, nil
 	}
 	return append(ops, requestOp{Put: &putRequest{Key: s.key(kindJob, st.job), Value: after}}), after, nil
 }
