@@ -7,8 +7,9 @@
 // check (the embedded store, etcd) applies these functions and persists
 // what they changed; a store that runs each transition as one server-side
 // script (Redis's Lua, PostgreSQL's plpgsql) is held to them by the
-// model-based test of package storetest, which runs random operations
-// against both and compares every answer.
+// conformance suite, package storetest, whose model-based test
+// (FollowsTheRules) runs random operations against the store and the rules
+// and compares every answer.
 //
 // Nothing here does I/O, reads a clock or keeps state: every function takes
 // the time as an argument, changes only the record it is given, and says in
