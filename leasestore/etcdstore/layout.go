@@ -48,26 +48,12 @@ func (s *Store) rangeOf(kind string, keysOnly, countOnly bool) *rangeRequest {
 	return &rangeRequest{Key: p, RangeEnd: end, KeysOnly: keysOnly, CountOnly: countOnly}
 }
 
-// evidence is what a run leaves behind while it lasts.
-type evidence struct {
-	Holder      string        `json:"holder"`
-	Token       int64         `json:"token"`
-	Host        string        `json:"host"`
-	PID         int           `json:"pid"`
-	Command     []string      `json:"command"`
-	Started     time.Time     `json:"started"`
-	Attempt     int64         `json:"attempt"`
-	TTL         time.Duration `json:"ttl"`
-	EvidenceTTL time.Duration `json:"evidence_ttl"`
-	MaxCrashes  int           `json:"max_crashes"`
-	// RTT is the holder's renewal round trip as it reported it, written by
-	// Renew only when it moved by more than rttSlack allows (store.go);
-	// absent (zero) until a renewal reports one, and in evidence written
-	// before round trips were kept.
-	RTT time.Duration `json:"rtt,omitempty"`
-	// Stop is an operator's request that the run stop (Store.Stop).
-	Stop *leasestore.StopRequest `json:"stop,omitempty"`
-}
+// evidence is what a run leaves behind while it lasts: the rules' run
+// without its expiries, which are its keys' etcd leases. Its round trip
+// (RTT) is written by Renew only when it moved by more than rttSlack allows
+// (store.go), and is absent in evidence written before round trips were
+// kept.
+type evidence = rules.Run
 
 // record is what the store keeps of a job between runs, with its history:
 // the rules' record without its run (which is the liveness and evidence

@@ -31,12 +31,9 @@ func (st *jobState) asRecord(at time.Time) *rules.Record {
 		if st.live != nil && st.liveToken == ev.Token {
 			liveUntil = lasts(at, ev.TTL)
 		}
-		rec.Run = &rules.Run{
-			Holder: ev.Holder, Token: ev.Token, Host: ev.Host, PID: ev.PID, Command: ev.Command,
-			Started: ev.Started, Attempt: ev.Attempt, TTL: ev.TTL, EvidenceTTL: ev.EvidenceTTL,
-			MaxCrashes: ev.MaxCrashes, LiveUntil: liveUntil, EvidenceUntil: lasts(at, ev.EvidenceTTL), RTT: ev.RTT,
-			Stop: ev.Stop,
-		}
+		run := *ev
+		run.LiveUntil, run.EvidenceUntil = liveUntil, lasts(at, ev.EvidenceTTL)
+		rec.Run = &run
 	}
 	if st.live != nil && (rec.Run == nil || rec.Run.Token != st.liveToken) {
 		// A liveness key without its run's evidence (written by hand, or

@@ -168,11 +168,9 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 			return nil, s.unavailable("acquire", err)
 		}
 		u := rec.Run
-		ev := &evidence{
-			Holder: u.Holder, Token: u.Token, Host: u.Host, PID: u.PID, Command: u.Command, Started: u.Started,
-			Attempt: u.Attempt, TTL: u.TTL, EvidenceTTL: u.EvidenceTTL, MaxCrashes: u.MaxCrashes,
-		}
-		evOp, err := putJSON(s.key(kindEvidence, req.Job), ev, evid)
+		ev := *u
+		ev.LiveUntil, ev.EvidenceUntil = time.Time{}, time.Time{} // the keys' etcd leases keep them
+		evOp, err := putJSON(s.key(kindEvidence, req.Job), &ev, evid)
 		if err != nil {
 			return nil, s.unavailable("acquire", err)
 		}

@@ -45,8 +45,8 @@ type Run struct {
 	TTL           time.Duration `json:"ttl"`
 	EvidenceTTL   time.Duration `json:"evidence_ttl"`
 	MaxCrashes    int           `json:"max_crashes"`
-	LiveUntil     time.Time     `json:"live_until"`
-	EvidenceUntil time.Time     `json:"evidence_until"`
+	LiveUntil     time.Time     `json:"live_until,omitzero"`
+	EvidenceUntil time.Time     `json:"evidence_until,omitzero"`
 	// RTT is the holder's last renewal round trip, as it reported it.
 	RTT time.Duration `json:"rtt,omitempty"`
 	// Stop is an operator's request that the run stop; nil: none.
