@@ -102,9 +102,13 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	st := states[0]
 	var live, evid int64  // the etcd leases for this request, once chosen
 	var newLeases []int64 // those of them granted for it
-	granted := false
+	// granted: a grant with them committed. inDoubt: a commit with them
+	// got no answer, and may have committed all the same: the job's record
+	// then names them, and the next run reuses them while they live, so
+	// revoking them could end that run's liveness. They are left to expire.
+	granted, inDoubt := false, false
 	defer func() {
-		if !granted {
+		if !granted && !inDoubt {
 			for _, id := range newLeases {
 				s.revoke(ctx, id)
 			}
@@ -177,6 +181,7 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		liveOp := requestOp{Put: &putRequest{Key: s.key(kindLive, req.Job), Value: []byte(strconv.FormatInt(u.Token, 10)), Lease: live}}
 		ok, fresh, rev, err := s.commitAt(ctx, "acquire", []*jobState{st}, append(ops, liveOp, evOp))
 		if err != nil {
+			inDoubt = true
 			return nil, err
 		}
 		if !ok {
