@@ -7,10 +7,10 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 )
 
-// StaleDetail is the history detail of a crash found by op ("acquire",
+// staleDetail is the history detail of a crash found by op ("acquire",
 // "scan"): every store words it the same (docs/semantics.md, History
 // events).
-func StaleDetail(op string) string {
+func staleDetail(op string) string {
 	return "supervisor vanished: liveness expired, found by " + op
 }
 
@@ -50,7 +50,7 @@ func Reap(r *Record, now time.Time) (Step, *leasestore.Crash) {
 	case r.Run == nil || r.Live(now):
 		return s, nil
 	case r.Crashed(now):
-		return s, r.countCrash(&s, now, "", StaleDetail("scan"))
+		return s, r.countCrash(&s, now, "", staleDetail("scan"))
 	default:
 		r.Run = nil
 		return s, nil

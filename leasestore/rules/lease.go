@@ -39,7 +39,7 @@ func Acquire(r *Record, req leasestore.AcquireRequest, now time.Time) (Step, *le
 	}
 	var recovered *leasestore.Crash
 	if r.Crashed(now) {
-		recovered = r.countCrash(&s, now, "", StaleDetail("acquire"))
+		recovered = r.countCrash(&s, now, "", staleDetail("acquire"))
 		if recovered.Quarantined {
 			return s, nil, &leasestore.QuarantinedError{Quarantine: *r.Quarantine}
 		}
