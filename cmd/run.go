@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/leasectl/leasectl/clock"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/supervise"
 )
@@ -231,7 +232,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 		Env: storeEnv(f.Globals)}
 	sup := &supervise.Supervisor{
 		Store: store,
-		Clock: supervise.RealClock{},
+		Clock: clock.Real{},
 		Log:   log,
 		Start: func(env []string, pgid int) (supervise.Child, error) {
 			status.clear() // the wait is over: its line goes before the child writes

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasectl/leasectl/clock"
 	"github.com/leasectl/leasectl/leasestore"
 )
 
@@ -89,8 +90,9 @@ type Options struct {
 	// MaxJobs bounds the jobs remembered; the least recently checked are
 	// forgotten to make room. 0 means DefaultMaxJobs.
 	MaxJobs int
-	// Clock is the time source; nil means the system clock.
-	Clock Clock
+	// Clock is the time source; nil means the system clock. Tests pass a
+	// fake one (package fakeclock) to move time instead of waiting.
+	Clock clock.Clock
 }
 
 // Checker checks the fencing tokens of one store's jobs. Every method is
@@ -104,7 +106,7 @@ type Checker struct {
 	heartbeat time.Duration
 	maxLag    time.Duration
 	maxJobs   int
-	clock     Clock
+	clock     clock.Clock
 	epoch     time.Time // times kept in atomics are nanoseconds since it
 
 	// jobs maps a job ID to its *entry; checks read it without a lock. mu
@@ -205,7 +207,7 @@ func New(store Store, opts Options) (*Checker, error) {
 		return nil, err
 	}
 	if c.clock == nil {
-		c.clock = realClock{}
+		c.clock = clock.Real{}
 	}
 	c.epoch = c.clock.Now()
 	c.syncedAt.Store(math.MinInt64)

@@ -242,22 +242,19 @@ func TestWriteThroughFallsBackWhenTheFeedIsCut(t *testing.T) {
 		// Until MaxLag has passed since the last good heartbeat, the memory
 		// is trusted: the documented window.
 		for range 2 {
-			clock.Advance(time.Second)
-			clock.awaitAfter(t)
+			beat(t, c, clock)
 		}
 		if n := storeChecks(c, func() { accept(t, c, "job", zombie) }); n != 0 {
 			t.Errorf("within MaxLag the check asked the store %d times, want 0", n)
 		}
-		clock.Advance(time.Second)
-		clock.awaitAfter(t)
+		beat(t, c, clock)
 		if se := refuse(t, c, "job", zombie); !se.FromStore || se.Newest != cur {
 			t.Errorf("StaleError %+v past MaxLag, want the store's answer naming %d", se, cur)
 		}
 		accept(t, c, "job", cur)
 
 		s.setCut(false)
-		clock.Advance(time.Second)
-		clock.awaitAfter(t)
+		beat(t, c, clock)
 		if n := storeChecks(c, func() { accept(t, c, "job", cur) }); n != 0 {
 			t.Errorf("after a good heartbeat the check asked the store %d times, want 0", n)
 		}

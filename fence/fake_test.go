@@ -7,70 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasectl/leasectl/clock/fakeclock"
 	"github.com/leasectl/leasectl/leasestore"
 )
 
 // hangGuard bounds every wait of a test for an event.
 const hangGuard = 5 * time.Second
-
-// fakeClock is a Clock whose time moves only when a test advances it.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeTimer
-	added   chan struct{} // receives when After registers a waiter
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), added: make(chan struct{}, 100)}
-}
-
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeClock) After(d time.Duration) <-chan time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	f.waiters = append(f.waiters, fakeTimer{f.now.Add(d), ch})
-	f.added <- struct{}{}
-	return ch
-}
-
-// Advance moves time forward by d and fires the timers due.
-func (f *fakeClock) Advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.now = f.now.Add(d)
-	kept := f.waiters[:0]
-	for _, w := range f.waiters {
-		if w.at.After(f.now) {
-			kept = append(kept, w)
-			continue
-		}
-		w.ch <- f.now
-	}
-	f.waiters = kept
-}
-
-// awaitAfter waits until After was called once more: the heartbeat loop
-// calls it when a heartbeat is done.
-func (f *fakeClock) awaitAfter(t testing.TB) {
-	t.Helper()
-	select {
-	case <-f.added:
-	case <-time.After(hangGuard):
-		t.Fatalf("the heartbeat loop did not wait for its next turn within %s", hangGuard)
-	}
-}
 
 // fakeStore is a store of tokens with a token feed whose delivery and
 // heartbeat a test can cut.
@@ -211,9 +153,9 @@ func (w fakeWatch) Close() error {
 
 // checker returns a Checker of s with opts and a fake clock, closed when
 // the test ends; with WriteThrough, once its first heartbeat is done.
-func checker(t *testing.T, s Store, opts Options) (*Checker, *fakeClock) {
+func checker(t *testing.T, s Store, opts Options) (*Checker, *fakeclock.Clock) {
 	t.Helper()
-	clock := newFakeClock()
+	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	opts.Clock = clock
 	c, err := New(s, opts)
 	if err != nil {
@@ -221,7 +163,15 @@ func checker(t *testing.T, s Store, opts Options) (*Checker, *fakeClock) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	if opts.Pattern == WriteThrough {
-		clock.awaitAfter(t)
+		clock.AwaitTimer(t, clock.Now().Add(c.heartbeat))
 	}
 	return c, clock
+}
+
+// beat moves clock one heartbeat on and returns once c's heartbeat loop
+// has made its heartbeat and waits for the next one.
+func beat(t *testing.T, c *Checker, clock *fakeclock.Clock) {
+	t.Helper()
+	clock.Advance(c.heartbeat)
+	clock.AwaitTimer(t, clock.Now().Add(c.heartbeat))
 }

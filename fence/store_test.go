@@ -299,8 +299,7 @@ func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 		storetest.Release(t, holder, zombie, leasestore.ResultFailed)
 		cur := storetest.Acquire(t, holder, storetest.Request("job", "b", storetest.LongTTL))
 		for range 3 {
-			clock.Advance(time.Second)
-			clock.awaitAfter(t)
+			beat(t, c, clock)
 		}
 		var se *StaleError
 		if n := storeChecks(c, func() { se = refuse(t, c, "job", zombie.Token) }); n != 1 || !se.FromStore {
@@ -316,8 +315,7 @@ func TestWriteThroughFallsBackWhenTheSubscriptionIsCut(t *testing.T) {
 			t.Fatal(err)
 		}
 		for beats := 1; ; beats++ {
-			clock.Advance(time.Second)
-			clock.awaitAfter(t)
+			beat(t, c, clock)
 			if storeChecks(c, func() { accept(t, c, "job", cur.Token) }) == 0 {
 				break
 			}

@@ -102,10 +102,12 @@ func (c *Checker) beat(ctx context.Context) {
 		if err == nil {
 			c.syncedAt.Store(c.since(start))
 		}
+		next := c.clock.NewTimer(c.heartbeat)
 		select {
 		case <-ctx.Done():
+			next.Stop()
 			return
-		case <-c.clock.After(c.heartbeat):
+		case <-next.C():
 		}
 	}
 }

@@ -51,7 +51,7 @@ func (s *Server) heartbeat(x *exchange) (int, any, error) {
 	if err := s.checkTTL(l.TTL); err != nil {
 		return 0, nil, err
 	}
-	sent := s.cfg.Now()
+	sent := s.cfg.Clock.Now()
 	if err := s.cfg.Store.Renew(x.ctx, l); err != nil {
 		return 0, nil, err
 	}

@@ -272,25 +272,6 @@ func acquireBody(job, worker string, ttl time.Duration) api.AcquireRequest {
 	return api.AcquireRequest{JobID: job, WorkerID: worker, TTLMS: api.MS(ttl), Host: "host-" + worker, PID: 4242}
 }
 
-// testClock is a clock a test moves by hand, for Config.Now.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock d forward.
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // drainAnswers drains srv once held reports that the long-poll whose
 // answer comes on got is in progress, and fails the test unless the
 // long-poll (what) is then answered shutting_down at once.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasectl/leasectl/clock/fakeclock"
 	"github.com/leasectl/leasectl/registry/api"
 )
 
@@ -14,9 +15,9 @@ import (
 // the clock of another registry process (a restart), is run. Every answer
 // carries the clock, refusals included.
 func TestRequestsPastTheirSendersDeadlineAreNotRun(t *testing.T) {
-	clock := &testClock{now: time.Date(2026, 11, 26, 23, 0, 0, 0, time.UTC)}
+	clock := fakeclock.New(time.Date(2026, 11, 26, 23, 0, 0, 0, time.UTC))
 	store := newFakeStore(t)
-	srv := newTestServer(t, store, func(c *Config) { c.Now = clock.Now })
+	srv := newTestServer(t, store, func(c *Config) { c.Clock = clock })
 	read := func(a answer) api.Clock {
 		t.Helper()
 		c, ok := api.ParseClock(a.header.Get(api.HeaderClock))

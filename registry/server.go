@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/leasectl/leasectl/clock"
 	"github.com/leasectl/leasectl/inspect"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/registry/api"
@@ -59,8 +60,9 @@ type Config struct {
 	// SessionTTL is how long a login to the on-call page lasts; 0:
 	// DefaultSessionTTL.
 	SessionTTL time.Duration
-	// Now is the registry's clock; nil: time.Now.
-	Now func() time.Time
+	// Clock is the registry's time source, for its timestamps, long polls,
+	// sweeps and sessions; nil: the system clock.
+	Clock clock.Clock
 }
 
 // Server is the registry's HTTP handler and its state: tokens,
@@ -100,24 +102,24 @@ func New(cfg Config) (*Server, error) {
 	if cfg.OpTimeout == 0 {
 		cfg.OpTimeout = DefaultOpTimeout
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.SessionTTL == 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
 	s := &Server{
 		cfg:      cfg,
-		hub:      newHub(cfg.Store, cfg.Now),
-		watches:  newTokenHub(cfg.Store, cfg.Now, cfg.OpTimeout),
-		idem:     newIdempotency(cfg.Now),
-		limits:   newLimiter(cfg.RateLimit, cfg.Now),
+		hub:      newHub(cfg.Store, cfg.Clock),
+		watches:  newTokenHub(cfg.Store, cfg.Clock, cfg.OpTimeout),
+		idem:     newIdempotency(cfg.Clock.Now),
+		limits:   newLimiter(cfg.RateLimit, cfg.Clock.Now),
 		metrics:  newMetrics(),
-		ui:       newUI(cfg.SessionTTL, cfg.Now),
+		ui:       newUI(cfg.SessionTTL, cfg.Clock.Now),
 		draining: make(chan struct{}),
 	}
 	s.tokens.Store(cfg.Tokens)
-	s.handler = newInTime(cfg.Now, cfg.Log, s.mux())
+	s.handler = newInTime(cfg.Clock.Now, cfg.Log, s.mux())
 	return s, nil
 }
 
@@ -147,13 +149,13 @@ const sweepInterval = 10 * time.Second
 
 // sweep drops idle subscriptions and token watches until ctx is done.
 func (s *Server) sweep(ctx context.Context) {
-	t := time.NewTicker(sweepInterval)
+	t := s.cfg.Clock.NewTicker(sweepInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			s.hub.sweep()
 			s.watches.sweep()
 			s.ui.sessions.sweep()
@@ -316,13 +318,13 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // serve answers r with rt: rate limit, authentication and role, namespace,
 // body, remembered answers, the operation, the answer, the access log.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, rt route) {
-	start := s.cfg.Now()
+	start := s.cfg.Clock.Now()
 	s.metrics.begin()
 	sw := &statusWriter{ResponseWriter: w}
 	x := &exchange{r: r, w: sw, reqID: requestID(r)}
 	sw.Header().Set(api.HeaderRequestID, x.reqID)
 	defer func() {
-		d := s.cfg.Now().Sub(start)
+		d := s.cfg.Clock.Now().Sub(start)
 		s.metrics.end(rt.name, sw.status, d)
 		s.accessLog(x, rt, sw, d)
 	}()

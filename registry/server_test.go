@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/leasectl/leasectl/clock/fakeclock"
 	"github.com/leasectl/leasectl/inspect"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/registry/api"
@@ -238,8 +239,8 @@ func TestIdempotencyForgetsFailures(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	clock := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.RateLimit, c.Now = 5, clock.Now })
+	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.RateLimit, c.Clock = 5, clock })
 	codes := map[int]int{}
 	for range 12 {
 		codes[request(t, srv.url, http.MethodGet, api.PathCounts, readerToken, nil).status]++
@@ -256,8 +257,8 @@ func TestRateLimit(t *testing.T) {
 // Guessing tokens is slowed down even without a rate limit; a good token
 // is not.
 func TestFailedAuthenticationsAreLimited(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.Now = func() time.Time { return now } })
+	clock := fakeclock.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.Clock = clock })
 	codes := map[int]int{}
 	for range authFailureBurst + 5 {
 		codes[request(t, srv.url, http.MethodGet, api.PathCounts, "guess-guess-guess-guess", nil).status]++

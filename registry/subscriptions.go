@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasectl/leasectl/clock"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/registry/api"
 )
@@ -37,7 +38,7 @@ const (
 // long-polls is missed.
 type hub struct {
 	store leasestore.Store
-	now   func() time.Time
+	clock clock.Clock
 
 	mu     sync.Mutex
 	jobs   map[string]*jobWatch
@@ -69,10 +70,10 @@ type subscription struct {
 	seen    time.Time
 }
 
-func newHub(store leasestore.Store, now func() time.Time) *hub {
+func newHub(store leasestore.Store, clk clock.Clock) *hub {
 	held := newAdmission("subscriptions", api.CodeTooManySubscriptions,
 		"wait on fewer jobs at once, or give clients tokens of their own", maxSubscriptions, maxSubscriptionsPerToken)
-	return &hub{store: store, now: now, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}, held: held}
+	return &hub{store: store, clock: clk, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}, held: held}
 }
 
 // subscribe makes a subscription to job for the token with digest owner.
@@ -93,7 +94,7 @@ func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte
 		w = &jobWatch{job: job, ready: make(chan struct{}), waiters: map[*subscription]struct{}{}, stop: make(chan struct{})}
 		h.jobs[job] = w
 	}
-	s := &subscription{id: newID(), job: job, w: w, owner: owner, pending: make(chan struct{}, 1), seen: h.now()}
+	s := &subscription{id: newID(), job: job, w: w, owner: owner, pending: make(chan struct{}, 1), seen: h.clock.Now()}
 	// Joined now, the subscription is notified by the store subscription
 	// as soon as that is in place.
 	w.waiters[s] = struct{}{}
@@ -165,15 +166,15 @@ func (h *hub) wait(ctx context.Context, s *subscription, timeout time.Duration, 
 	defer func() {
 		h.mu.Lock()
 		s.waiting--
-		s.seen = h.now()
+		s.seen = h.clock.Now()
 		h.mu.Unlock()
 	}()
-	t := time.NewTimer(timeout)
+	t := h.clock.NewTimer(timeout)
 	defer t.Stop()
 	select {
 	case <-s.pending:
 		return true, nil
-	case <-t.C:
+	case <-t.C():
 		return false, nil
 	case <-draining:
 		return false, api.Errorf(api.CodeShuttingDown, "the registry is shutting down; subscribe again")
@@ -225,7 +226,7 @@ func (h *hub) endLocked(w *jobWatch) {
 func (h *hub) sweep() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	now := h.now()
+	now := h.clock.Now()
 	for _, s := range h.subs {
 		if s.waiting == 0 && now.Sub(s.seen) > subscriptionIdle {
 			h.dropLocked(s)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasectl/leasectl/clock/fakeclock"
 	"github.com/leasectl/leasectl/registry/api"
 )
 
@@ -42,15 +43,21 @@ func released(t *testing.T, a answer) bool {
 // a release between two long-polls is kept for the next one.
 func TestLongPoll(t *testing.T) {
 	store := newFakeStore(t)
-	srv := newTestServer(t, store, nil)
+	clock := fakeclock.New(time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC))
+	srv := newTestServer(t, store, func(c *Config) { c.Clock = clock })
 	id := subscribe(t, srv, "j", workerToken)
 
-	start := time.Now()
-	if released(t, wait(t, srv, id, workerToken, 100)) {
-		t.Error("a wait with no release said released")
+	timedOut := make(chan bool, 1)
+	go func() { timedOut <- released(t, wait(t, srv, id, workerToken, 100)) }()
+	clock.AwaitTimer(t, clock.Now().Add(100*time.Millisecond))
+	select {
+	case <-timedOut:
+		t.Fatal("a 100 ms wait returned before its time passed")
+	default:
 	}
-	if took := time.Since(start); took < 100*time.Millisecond {
-		t.Errorf("a 100 ms wait returned after %s", took)
+	clock.Advance(100 * time.Millisecond)
+	if <-timedOut {
+		t.Error("a wait with no release said released")
 	}
 
 	store.release("j") // between two waits
@@ -114,8 +121,8 @@ func TestSubscriptionsShareTheStoreSubscription(t *testing.T) {
 
 // Subscriptions nobody waits on are dropped after subscriptionIdle.
 func TestIdleSubscriptionsAreDropped(t *testing.T) {
-	clock := &testClock{now: time.Now()}
-	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.Now = clock.Now })
+	clock := fakeclock.New(time.Now())
+	srv := newTestServer(t, newFakeStore(t), func(c *Config) { c.Clock = clock })
 	id := subscribe(t, srv, "j", workerToken)
 	srv.hub.sweep()
 	if srv.hub.count() != 1 {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasectl/leasectl/clock"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/registry/api"
 )
@@ -49,7 +50,7 @@ const (
 // watch of its own gives.
 type tokenHub struct {
 	store     leasestore.Store
-	now       func() time.Time
+	clock     clock.Clock
 	maxStates int
 
 	mu      sync.Mutex
@@ -98,11 +99,11 @@ type tokenWatch struct {
 // newTokenHub returns the token watches of store. opTimeout bounds each
 // store heartbeat: shared by many requests, it runs under a context of the
 // hub's own (ended by close), not any one request's.
-func newTokenHub(store leasestore.Store, now func() time.Time, opTimeout time.Duration) *tokenHub {
+func newTokenHub(store leasestore.Store, clk clock.Clock, opTimeout time.Duration) *tokenHub {
 	ctx, stop := context.WithCancel(context.Background())
 	held := newAdmission("token watches", api.CodeTooManyTokenWatches,
 		"check the other jobs with check-token, or give the checker a token of its own", maxTokenWatches, maxTokenWatchesPerToken)
-	return &tokenHub{store: store, now: now, maxStates: maxTokenStates, watches: map[string]*tokenWatch{}, held: held,
+	return &tokenHub{store: store, clock: clk, maxStates: maxTokenStates, watches: map[string]*tokenWatch{}, held: held,
 		hbCtx: ctx, hbStop: stop, hbTimeout: opTimeout}
 }
 
@@ -130,7 +131,7 @@ func (h *tokenHub) watch(ctx context.Context, job string, owner [sha256.Size]byt
 		h.mu.Unlock()
 		return nil, nil, err
 	}
-	w := &tokenWatch{id: newID(), job: job, owner: owner, max: h.maxStates, changed: make(chan struct{}), seen: h.now()}
+	w := &tokenWatch{id: newID(), job: job, owner: owner, max: h.maxStates, changed: make(chan struct{}), seen: h.clock.Now()}
 	h.watches[w.id] = w
 	h.mu.Unlock()
 
@@ -227,7 +228,7 @@ func (h *tokenHub) poll(ctx context.Context, w *tokenWatch, after int64, timeout
 	defer func() {
 		w.mu.Lock()
 		w.waiting--
-		w.seen = h.now()
+		w.seen = h.clock.Now()
 		w.mu.Unlock()
 	}()
 	var t <-chan time.Time
@@ -259,9 +260,9 @@ func (h *tokenHub) poll(ctx context.Context, w *tokenWatch, after int64, timeout
 		changed := w.changed
 		w.mu.Unlock()
 		if t == nil {
-			timer := time.NewTimer(timeout)
+			timer := h.clock.NewTimer(timeout)
 			defer timer.Stop()
-			t = timer.C
+			t = timer.C()
 		}
 		select {
 		case <-changed:
@@ -382,7 +383,7 @@ func (h *tokenHub) dropLocked(w *tokenWatch) {
 // sweep drops the watches nobody polled for tokenWatchIdle.
 func (h *tokenHub) sweep() {
 	h.mu.Lock()
-	now := h.now()
+	now := h.clock.Now()
 	var idle []*tokenWatch
 	for _, w := range h.watches {
 		w.mu.Lock()

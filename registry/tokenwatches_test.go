@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasectl/leasectl/clock/fakeclock"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
@@ -175,8 +176,8 @@ func TestTokenWatchWithoutAFeed(t *testing.T) {
 // Token watches nobody polls are dropped after tokenWatchIdle, and a drain
 // answers polls in progress.
 func TestIdleTokenWatchesAreDropped(t *testing.T) {
-	clock := &testClock{now: time.Now()}
-	srv := newTestServer(t, feedStore(t), func(c *Config) { c.Now = clock.Now })
+	clock := fakeclock.New(time.Now())
+	srv := newTestServer(t, feedStore(t), func(c *Config) { c.Clock = clock })
 	w := watchTokens(t, srv, "j", readerToken)
 	srv.watches.sweep()
 	if srv.watches.count() != 1 {

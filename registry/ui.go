@@ -92,13 +92,13 @@ func uiHeaders(h http.Header) {
 // session a page sends the browser to the login page; with too small a
 // role, or without the CSRF token, it is refused (403).
 func (s *Server) page(w http.ResponseWriter, r *http.Request, name string, role Role, handle func(*Server, *uiRequest)) {
-	start := s.cfg.Now()
+	start := s.cfg.Clock.Now()
 	s.metrics.begin()
 	sw := &statusWriter{ResponseWriter: w}
 	x := &exchange{r: r, w: sw, reqID: requestID(r)}
 	rt := route{name: name}
 	defer func() {
-		d := s.cfg.Now().Sub(start)
+		d := s.cfg.Clock.Now().Sub(start)
 		s.metrics.end(name, sw.status, d)
 		s.accessLog(x, rt, sw, d)
 	}()

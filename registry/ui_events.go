@@ -92,9 +92,9 @@ func (s *Server) uiEvents(p *uiRequest) {
 	p.w.WriteHeader(http.StatusOK)
 	fl := s.ui.feed.follow()
 	defer s.ui.feed.unfollow(fl)
-	ping := time.NewTicker(uiPingInterval)
+	ping := s.cfg.Clock.NewTicker(uiPingInterval)
 	defer ping.Stop()
-	reconcile := time.NewTicker(s.ui.reconcile)
+	reconcile := s.cfg.Clock.NewTicker(s.ui.reconcile)
 	defer reconcile.Stop()
 
 	ctx := p.r.Context()
@@ -112,7 +112,7 @@ func (s *Server) uiEvents(p *uiRequest) {
 		return
 	default:
 	}
-	if !send("ping", uiTime(s.cfg.Now())) {
+	if !send("ping", uiTime(s.cfg.Clock.Now())) {
 		return
 	}
 	for {
@@ -126,13 +126,13 @@ func (s *Server) uiEvents(p *uiRequest) {
 			ok = s.sendRow(ctx, job, send)
 		case <-fl.overflow:
 			ok = send("resync", "")
-		case <-ping.C:
+		case <-ping.C():
 			if se, _ := s.authenticate(p.r); se == nil {
 				send("logout", "")
 				return
 			}
-			ok = send("ping", uiTime(s.cfg.Now()))
-		case <-reconcile.C:
+			ok = send("ping", uiTime(s.cfg.Clock.Now()))
+		case <-reconcile.C():
 			ok = true
 			for _, job := range s.reconcile(ctx, &live) {
 				if ok = s.sendRow(ctx, job, send); !ok {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasectl/leasectl/clock/fakeclock"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/filestore"
 	"github.com/leasectl/leasectl/registry/api"
@@ -343,8 +344,8 @@ func TestUIEscapesJobIDsAndReasons(t *testing.T) {
 
 func TestUIExpiredSessionIsRefused(t *testing.T) {
 	store := newUIStore(t)
-	clock := &testClock{now: time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC)}
-	srv := newTestServer(t, store, func(c *Config) { c.Now = clock.Now; c.SessionTTL = time.Hour })
+	clock := fakeclock.New(time.Date(2026, 11, 27, 2, 0, 0, 0, time.UTC))
+	srv := newTestServer(t, store, func(c *Config) { c.Clock = clock; c.SessionTTL = time.Hour })
 	b := newBrowser(t, srv.url)
 	b.login(operatorToken, "ada")
 	clock.Advance(time.Hour)

@@ -12,136 +12,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/leasectl/leasectl/clock/fakeclock"
 	"github.com/leasectl/leasectl/leasestore"
 )
-
-// fakeClock is a Clock whose time moves only when a test calls Advance.
-// Advance returns once every timer it fired was received by its reader (or
-// stopped), so a test knows the supervisor has seen the tick.
-type fakeClock struct {
-	mu     sync.Mutex
-	armed  *sync.Cond // broadcast whenever a timer is armed
-	now    time.Time
-	timers []*fakeTimer
-}
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{now: time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC)}
-	c.armed = sync.NewCond(&c.mu)
-	return c
-}
-
-// awaitTimer returns once a timer is armed to fire at when: the sign that
-// the supervisor has handled whatever made it set that timer.
-func (c *fakeClock) awaitTimer(t *testing.T, when time.Time) {
-	t.Helper()
-	timedOut := false
-	guard := time.AfterFunc(hangGuard, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		timedOut = true
-		c.armed.Broadcast()
-	})
-	defer guard.Stop()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for !c.hasTimerAt(when) {
-		if timedOut {
-			t.Fatalf("no timer was set to fire at %s", when)
-		}
-		c.armed.Wait()
-	}
-}
-
-func (c *fakeClock) hasTimerAt(when time.Time) bool {
-	for _, t := range c.timers {
-		if t.active && t.when.Equal(when) {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, ch: make(chan time.Time)}
-	t.arm(c.now.Add(d))
-	c.timers = append(c.timers, t)
-	return t
-}
-
-// Advance moves time forward by d, firing due timers in order of their
-// deadlines, and waits until each fired value was delivered.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	target := c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		var next *fakeTimer
-		for _, t := range c.timers {
-			if t.active && !t.when.After(target) && (next == nil || t.when.Before(next.when)) {
-				next = t
-			}
-		}
-		if next == nil {
-			c.now = target
-			c.mu.Unlock()
-			return
-		}
-		if next.when.After(c.now) {
-			c.now = next.when
-		}
-		next.active = false
-		ch, cancel, when := next.ch, next.cancel, next.when
-		c.mu.Unlock()
-		select {
-		case ch <- when:
-		case <-cancel:
-		}
-	}
-}
-
-type fakeTimer struct {
-	c      *fakeClock
-	ch     chan time.Time
-	when   time.Time
-	active bool
-	cancel chan struct{} // closed when the timer is stopped or reset
-}
-
-// arm sets the timer; the clock's lock is held.
-func (t *fakeTimer) arm(when time.Time) {
-	t.when, t.active = when, true
-	t.cancel = make(chan struct{})
-	t.c.armed.Broadcast()
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.active
-	t.active = false
-	close(t.cancel)
-	t.cancel = make(chan struct{})
-	return was
-}
-
-func (t *fakeTimer) Reset(d time.Duration) {
-	t.Stop()
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	t.arm(t.c.now.Add(d))
-}
 
 // renewCall is one Renew the fake store received; the test answers it.
 type renewCall struct {
@@ -154,7 +27,7 @@ type renewCall struct {
 // hands each Renew to the test. Like every store, its Acquire is idempotent
 // for the holder of the lease it granted last.
 type fakeStore struct {
-	clock    *fakeClock
+	clock    *fakeclock.Clock
 	mu       sync.Mutex
 	acquires []func(leasestore.AcquireRequest) (*leasestore.Lease, error)
 	asked    int               // Acquire calls received
@@ -178,7 +51,7 @@ type fakeStore struct {
 
 var _ leasestore.Leaser = (*fakeStore)(nil)
 
-func newFakeStore(c *fakeClock) *fakeStore {
+func newFakeStore(c *fakeclock.Clock) *fakeStore {
 	return &fakeStore{clock: c, renews: make(chan renewCall), released: make(chan leasestore.Outcome, 1), notify: make(chan struct{}, 1)}
 }
 
@@ -365,7 +238,7 @@ type sigAt struct {
 }
 
 type fakeChild struct {
-	clock     *fakeClock
+	clock     *fakeclock.Clock
 	signals   chan sigAt
 	done      chan Exit
 	stopped   chan syscall.Signal // a test's job-control stops
@@ -441,7 +314,7 @@ func (w *fakeWatchdog) closeCount() int {
 // harness runs one Supervisor against the fakes.
 type harness struct {
 	t       *testing.T
-	clock   *fakeClock
+	clock   *fakeclock.Clock
 	store   *fakeStore
 	child   *fakeChild
 	wd      *fakeWatchdog
@@ -484,7 +357,7 @@ const (
 
 func newHarness(t *testing.T, edit func(*Config)) *harness {
 	t.Helper()
-	clock := newFakeClock()
+	clock := fakeclock.New(time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC))
 	h := &harness{
 		t:        t,
 		clock:    clock,
@@ -565,7 +438,7 @@ func (h *harness) waitStarted() *fakeChild {
 	h.t.Helper()
 	select {
 	case c := <-h.started:
-		h.clock.awaitTimer(h.t, h.clock.Now().Add(h.cfg.Heartbeat))
+		h.clock.AwaitTimer(h.t, h.clock.Now().Add(h.cfg.Heartbeat))
 		h.awaitWatchdogReady(c)
 		return c
 	case r := <-h.result:
@@ -736,6 +609,6 @@ func (h *harness) renewOK() renewCall {
 	case <-time.After(hangGuard):
 		h.t.Fatal("a confirmed renewal did not move the deadline")
 	}
-	h.clock.awaitTimer(h.t, c.at.Add(h.cfg.Heartbeat))
+	h.clock.AwaitTimer(h.t, c.at.Add(h.cfg.Heartbeat))
 	return c
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/leasectl/leasectl/clock"
 	"github.com/leasectl/leasectl/internal/signame"
 	"github.com/leasectl/leasectl/leasestore"
 )
@@ -50,21 +51,21 @@ type run struct {
 // whose child could not start, or should no longer, is released as not
 // started.
 func (r *run) start(sent time.Time) (Ending, error) {
-	clock := r.s.Clock
+	clk := r.s.Clock
 	r.deadline = sent.Add(r.cfg.Safety)
-	r.lease.RTT = clock.Now().Sub(sent) // the acquire's, until a renewal's
+	r.lease.RTT = clk.Now().Sub(sent) // the acquire's, until a renewal's
 	wd, err := r.s.Watchdog.wait()
 	if err != nil {
 		r.notStarted(-1, "watchdog failed to start")
 		return Ending{}, fmt.Errorf("starting the watchdog: %w", err)
 	}
 	r.wd = wd
-	if !clock.Now().Before(r.deadline) {
+	if !clk.Now().Before(r.deadline) {
 		r.notStarted(-1, grantTooLate)
 		return Ending{}, &leasestore.UnavailableError{Op: "acquire", Err: fmt.Errorf("the store took longer than --safety %s to grant the lease", r.cfg.Safety)}
 	}
 	r.tellWatchdog(func() error { return wd.SetToken(r.lease.Token) })
-	r.tellWatchdog(func() error { return wd.SetDeadline(r.deadline.Sub(clock.Now())) })
+	r.tellWatchdog(func() error { return wd.SetDeadline(r.deadline.Sub(clk.Now())) })
 	select {
 	case sig := <-r.s.Signals:
 		if ss, ok := sig.(syscall.Signal); ok && endsWait(ss) {
@@ -79,7 +80,7 @@ func (r *run) start(sent time.Time) (Ending, error) {
 		pgid = wd.Group()
 		r.noteGroup(pgid)
 	}
-	r.startedAt = clock.Now()
+	r.startedAt = clk.Now()
 	child, err := r.s.Start(r.env(), pgid)
 	if err != nil {
 		if why := r.lostBeforeStart(err); why != "" {
@@ -121,19 +122,19 @@ func (r *run) noteGroup(pgid int) {
 // loop is the child's whole life: one select over its exit, the renewals,
 // the safety deadline, the operator's signals and the time limits.
 func (r *run) loop() Ending {
-	clock := r.s.Clock
+	clk := r.s.Clock
 	r.renewDone = make(chan renewResult, 1)
-	var graceT, maxT Timer
+	var graceT, maxT clock.Timer
 	if r.cfg.MaxRuntime > 0 {
-		maxT = clock.NewTimer(r.cfg.MaxRuntime)
+		maxT = clk.NewTimer(r.cfg.MaxRuntime)
 		defer maxT.Stop()
 	}
-	deadlineT := clock.NewTimer(r.deadline.Sub(clock.Now()))
+	deadlineT := clk.NewTimer(r.deadline.Sub(clk.Now()))
 	defer deadlineT.Stop()
 	// The first renewal is due a heartbeat after the acquire was sent, as
 	// every later one is after its predecessor: the watchdog's and the
 	// child's start-up must not eat into the safety margin.
-	beatT := clock.NewTimer(r.deadline.Add(r.cfg.Heartbeat - r.cfg.Safety).Sub(clock.Now()))
+	beatT := clk.NewTimer(r.deadline.Add(r.cfg.Heartbeat - r.cfg.Safety).Sub(clk.Now()))
 	defer beatT.Stop()
 	var watchdogDied, watchdogReady <-chan struct{}
 	if r.wd != nil {
@@ -145,7 +146,7 @@ func (r *run) loop() Ending {
 		select {
 		case exit := <-r.child.Done():
 			// Nothing of the run's life is timed any more while it ends.
-			for _, t := range []Timer{graceT, maxT, deadlineT, beatT} {
+			for _, t := range []clock.Timer{graceT, maxT, deadlineT, beatT} {
 				stopTimer(t)
 			}
 			return r.finish(exit)
@@ -156,7 +157,7 @@ func (r *run) loop() Ending {
 				continue
 			}
 			switch {
-			case res.err == nil && !clock.Now().Before(r.deadline):
+			case res.err == nil && !clk.Now().Before(r.deadline):
 				// Confirmed, but only after the deadline passed: the
 				// watchdog has acted on it already.
 				r.lose(r.noRenewal())
@@ -164,11 +165,11 @@ func (r *run) loop() Ending {
 				r.renewErr = nil
 				if d := res.sent.Add(r.cfg.Safety); d.After(r.deadline) {
 					r.deadline = d
-					deadlineT.Reset(d.Sub(clock.Now()))
-					r.tellWatchdog(func() error { return r.wd.SetDeadline(d.Sub(clock.Now())) })
+					deadlineT.Reset(d.Sub(clk.Now()))
+					r.tellWatchdog(func() error { return r.wd.SetDeadline(d.Sub(clk.Now())) })
 				}
-				beatT.Reset(res.sent.Add(r.cfg.Heartbeat).Sub(clock.Now()))
-				r.roundTrip(clock.Now().Sub(res.sent))
+				beatT.Reset(res.sent.Add(r.cfg.Heartbeat).Sub(clk.Now()))
+				r.roundTrip(clk.Now().Sub(res.sent))
 				if res.stop != nil && r.stopping == ChildExited {
 					r.stopping, r.detail = Stopped, res.stop.Detail()
 					r.log.Warn().Str("by", res.stop.By).Str("reason", res.stop.Reason).Dur("grace", r.cfg.Grace).
@@ -182,7 +183,7 @@ func (r *run) loop() Ending {
 				if r.renewErr == nil || !errors.Is(res.err, context.DeadlineExceeded) {
 					r.renewErr = res.err
 				}
-				left := r.deadline.Sub(clock.Now())
+				left := r.deadline.Sub(clk.Now())
 				r.log.Warn().Err(res.err).Dur("left", left).Msg("renewal failed; retrying until the safety deadline")
 				beatT.Reset(r.s.retryAfter(r.cfg.Heartbeat))
 			}
@@ -325,7 +326,7 @@ func (r *run) lose(why string) {
 	r.signal(syscall.SIGKILL)
 }
 
-func (r *run) armGrace(t Timer) Timer {
+func (r *run) armGrace(t clock.Timer) clock.Timer {
 	if t != nil {
 		return t
 	}
@@ -357,14 +358,14 @@ func (r *run) env() []string {
 	}
 }
 
-func timerC(t Timer) <-chan time.Time {
+func timerC(t clock.Timer) <-chan time.Time {
 	if t == nil {
 		return nil
 	}
 	return t.C()
 }
 
-func stopTimer(t Timer) {
+func stopTimer(t clock.Timer) {
 	if t != nil {
 		t.Stop()
 	}

@@ -37,7 +37,7 @@ func TestRenewRetryAfterAStoreErrorIsJittered(t *testing.T) {
 	failed := h.nextRenew()
 	failed.reply <- &leasestore.UnavailableError{Op: "renew", Err: errors.New("connection refused")}
 	retryAt := failed.at.Add(threeQuarters(retryDelay(testHeartbeat)))
-	h.clock.awaitTimer(t, retryAt)
+	h.clock.AwaitTimer(t, retryAt)
 	h.clock.Advance(retryAt.Sub(h.clock.Now()))
 	if r := h.renewOK(); !r.at.Equal(retryAt) {
 		t.Errorf("renewal retried %s after the failure, want the jittered %s", r.at.Sub(failed.at), retryAt.Sub(failed.at))
@@ -55,7 +55,7 @@ func TestReleaseRetryAfterAStoreErrorIsJittered(t *testing.T) {
 	ended := h.clock.Now()
 	h.child.done <- Exit{Code: 0}
 	retryAt := ended.Add(threeQuarters(retryDelay(testHeartbeat)))
-	h.clock.awaitTimer(t, retryAt)
+	h.clock.AwaitTimer(t, retryAt)
 	h.clock.Advance(retryAt.Sub(ended))
 	if _, out := h.wait(); out.Result != leasestore.ResultCompleted {
 		t.Errorf("released %+v on the retry, want completed", out)
@@ -70,10 +70,10 @@ func TestWaitRetryAfterAStoreErrorIsJittered(t *testing.T) {
 	h.store.grant(11)
 	h.start()
 	<-h.held
-	h.clock.awaitTimer(t, h.clock.Now().Add(time.Second+waitMargin))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(time.Second+waitMargin))
 	h.clock.Advance(time.Second + waitMargin) // the holder's TTL: try again, and the store fails
 	retry := threeQuarters(retryDelay(testHeartbeat))
-	h.clock.awaitTimer(t, h.clock.Now().Add(retry))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(retry))
 	h.clock.Advance(retry)
 	h.waitStarted()
 	h.end(Exit{Code: 0})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/leasectl/leasectl/clock"
 	"github.com/leasectl/leasectl/leasestore"
 )
 
@@ -21,7 +22,7 @@ type Supervisor struct {
 	// Operator half) to find its own grants that it never heard of.
 	Store leasestore.Leaser
 	// Clock times the heartbeat, the safety deadline and the limits.
-	Clock Clock
+	Clock clock.Clock
 	// Log gets every line of the run, with job, worker and token added.
 	Log zerolog.Logger
 	// Start starts the command with env added to its environment, in

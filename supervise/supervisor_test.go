@@ -92,7 +92,7 @@ func TestRenewErrorsRetryUntilTheDeadline(t *testing.T) {
 	h.nextRenew().reply <- unavailable
 	retries := 0
 	for {
-		h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+		h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 		if len(c.received()) != 0 {
 			t.Fatalf("killed at %s, before the deadline", h.clock.Now().Sub(t0))
 		}
@@ -366,7 +366,7 @@ func TestWaitRetriesWhenTheHoldersTTLRunsOut(t *testing.T) {
 	h.store.grant(11)
 	h.start()
 	<-h.held
-	h.clock.awaitTimer(t, h.clock.Now().Add(2*time.Second+waitMargin)) // the loop is waiting
+	h.clock.AwaitTimer(t, h.clock.Now().Add(2*time.Second+waitMargin)) // the loop is waiting
 	h.clock.Advance(2*time.Second + waitMargin)
 	h.waitStarted()
 	h.end(Exit{Code: 0})
@@ -392,7 +392,7 @@ func TestWaitWakesWhenTheHoldersSupervisorOnThisHostExits(t *testing.T) {
 			h.store.grant(11)
 			h.start()
 			<-h.held
-			h.clock.awaitTimer(t, h.clock.Now().Add(time.Hour+waitMargin)) // the loop is waiting
+			h.clock.AwaitTimer(t, h.clock.Now().Add(time.Hour+waitMargin)) // the loop is waiting
 			select {
 			case pid := <-watches:
 				if !tc.watched || pid != 99 {
@@ -436,7 +436,7 @@ func TestWaitWithoutSubscriptionWakesAtTheHoldersExpiry(t *testing.T) {
 	h.store.grant(11)
 	h.start()
 	<-h.held
-	h.clock.awaitTimer(t, h.clock.Now().Add(2*time.Second+waitMargin))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(2*time.Second+waitMargin))
 	h.clock.Advance(2*time.Second + waitMargin)
 	h.waitStarted()
 	if n := h.store.subscribeCalls(); n != 2 {
@@ -502,9 +502,7 @@ func TestWatchdogKillAtTheDeadlineIsALostLeaseNotACrash(t *testing.T) {
 	h.nextRenew() // hangs
 	// The watchdog kills the group at the deadline; the child's exit reaches
 	// the loop before its own deadline timer does.
-	h.clock.mu.Lock()
-	h.clock.now = h.clock.now.Add(testSafety - testHeartbeat)
-	h.clock.mu.Unlock()
+	h.clock.Jump(testSafety - testHeartbeat)
 	ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGKILL})
 	if ending.Reason != LeaseLost || out.Result != leasestore.ResultFailed {
 		t.Errorf("ending %v outcome %v, want LeaseLost and failed, not a crash", ending.Reason, out.Result)
@@ -548,9 +546,7 @@ func TestRenewalConfirmedAfterTheDeadlineIsLost(t *testing.T) {
 	r := h.nextRenew()
 	// The answer arrives when the deadline has passed but before the loop
 	// saw its timer: the clock moves without firing it.
-	h.clock.mu.Lock()
-	h.clock.now = h.clock.now.Add(testSafety)
-	h.clock.mu.Unlock()
+	h.clock.Jump(testSafety)
 	r.reply <- nil
 	if got := c.next(t); got.sig != syscall.SIGKILL {
 		t.Fatalf("group received %v, want SIGKILL for a renewal confirmed too late", got)
@@ -614,9 +610,9 @@ func TestWaitSurvivesAStoreFailingWhileWaiting(t *testing.T) {
 	h.store.grant(11)
 	h.start()
 	<-h.held
-	h.clock.awaitTimer(t, h.clock.Now().Add(time.Second+waitMargin)) // the loop is waiting
+	h.clock.AwaitTimer(t, h.clock.Now().Add(time.Second+waitMargin)) // the loop is waiting
 	h.clock.Advance(time.Second + waitMargin)                        // the holder's TTL: try again, and the store fails
-	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 	h.clock.Advance(retryDelay(testHeartbeat))
 	h.waitStarted()
 	h.end(Exit{Code: 0})
@@ -636,7 +632,7 @@ func TestWaitRetriesAStoreFailingFromTheFirstAttempt(t *testing.T) {
 	h.store.refuse(&leasestore.UnavailableError{Op: "acquire", Err: errors.New("connection refused")})
 	h.store.grant(11)
 	h.start()
-	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 	h.clock.Advance(retryDelay(testHeartbeat))
 	h.waitStarted()
 	h.end(Exit{Code: 0})
@@ -647,7 +643,7 @@ func TestWaitRetriesAFirstAcquireWithoutAnswer(t *testing.T) {
 	// first attempt is answered within --safety.
 	h := newHarness(t, func(c *Config) { c.Wait = true })
 	h.start()
-	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 	if n := h.store.acquireCalls(); n != acquireAsks {
 		t.Fatalf("%d asks before the first retry, want %d", n, acquireAsks)
 	}
@@ -692,7 +688,7 @@ func TestUnheardGrantCountedAsACrashIsWithdrawnAfterTheRun(t *testing.T) {
 				h.store.failLate = errNoAnswer
 			}
 			h.start()
-			h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat))) // both asks unanswered
+			h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat))) // both asks unanswered
 			h.store.grant(11)
 			h.clock.Advance(retryDelay(testHeartbeat))
 			h.waitStarted()
@@ -740,7 +736,7 @@ func TestWaitTimeoutWhileTheStoreFails(t *testing.T) {
 		h.store.refuse(&leasestore.UnavailableError{Op: "acquire", Err: errors.New("connection refused")})
 	}
 	h.start()
-	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 	h.clock.Advance(time.Second)
 	r := h.refused()
 	var wt *WaitTimeoutError
@@ -891,7 +887,7 @@ func TestRunAppliesTheDefaults(t *testing.T) {
 	if left := <-h.wd.updates; left != ttl/2 {
 		t.Errorf("watchdog's first deadline is %s away, want the default --safety --ttl/2", left)
 	}
-	h.clock.awaitTimer(t, t0.Add(ttl/3)) // the default heartbeat
+	h.clock.AwaitTimer(t, t0.Add(ttl/3)) // the default heartbeat
 	h.clock.Advance(ttl / 3)
 	r := h.nextRenew()
 	if !r.at.Equal(t0.Add(ttl / 3)) {
@@ -937,9 +933,7 @@ func TestGroupGoneBeforeTheChildStartedIsALostLease(t *testing.T) {
 	h := newHarness(t, nil)
 	h.store.grant(10)
 	h.startHook = func() error {
-		h.clock.mu.Lock()
-		h.clock.now = h.clock.now.Add(testSafety)
-		h.clock.mu.Unlock()
+		h.clock.Jump(testSafety)
 		return &StartError{Code: 126, Err: &os.PathError{Op: "fork/exec", Path: "./job.sh", Err: syscall.EPERM}}
 	}
 	h.start()
@@ -963,7 +957,7 @@ func TestRenewalFailuresAreNamedWhenTheLeaseIsLost(t *testing.T) {
 	h.clock.Advance(testHeartbeat)
 	full := &leasestore.UnavailableError{Op: "renew", Err: errors.New("disk full writing embedded store file /state/x: free some space (no space left on device)")}
 	h.nextRenew().reply <- full
-	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 	h.clock.Advance(retryDelay(testHeartbeat))
 	h.nextRenew().reply <- &leasestore.UnavailableError{Op: "renew", Err: context.DeadlineExceeded}
 	h.clock.Advance(testSafety)
@@ -977,7 +971,7 @@ func TestRenewalFailuresAreNamedWhenTheLeaseIsLost(t *testing.T) {
 	}
 	h.store.failReleases(failing...)
 	h.child.done <- Exit{Code: -1, Signal: syscall.SIGKILL}
-	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 	h.clock.Advance(releaseTimeout)
 	r := <-h.result
 	if r.ending.Reason != LeaseLost {
@@ -1011,7 +1005,7 @@ func TestReleaseThatNeverGetsThroughIsKeptInTheOutbox(t *testing.T) {
 	}
 	h.store.failReleases(failing...)
 	h.child.done <- Exit{Code: 0}
-	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
+	h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat)))
 	h.clock.Advance(releaseTimeout)
 	r := <-h.result
 	if r.err != nil || r.ending.Exit.Code != 0 {
@@ -1078,7 +1072,7 @@ func TestWaitGivenUpAfterAnUnansweredAttemptIsAbandoned(t *testing.T) {
 	h.log = &logs
 	h.store.lateWithdraws = true
 	h.start()
-	h.clock.awaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat))) // both asks unanswered
+	h.clock.AwaitTimer(t, h.clock.Now().Add(retryDelay(testHeartbeat))) // both asks unanswered
 	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Hour})
 	h.clock.Advance(retryDelay(testHeartbeat))
 	<-h.held
@@ -1176,7 +1170,7 @@ func TestSlowRenewalsAreWarnedAboutAndReported(t *testing.T) {
 		case <-time.After(hangGuard):
 			t.Fatal("a confirmed renewal did not move the deadline")
 		}
-		h.clock.awaitTimer(t, c.at.Add(testHeartbeat))
+		h.clock.AwaitTimer(t, c.at.Add(testHeartbeat))
 		h.clock.Advance(c.at.Add(testHeartbeat).Sub(h.clock.Now()))
 		return c
 	}
