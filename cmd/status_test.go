@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -67,17 +68,7 @@ func (s *stubStore) Quarantine(_ context.Context, job string, note leasestore.No
 }
 
 func (s *stubStore) Jobs(_ context.Context, prefix string, limit int) ([]string, error) {
-	var jobs []string
-	for job := range s.statuses {
-		if strings.HasPrefix(job, prefix) {
-			jobs = append(jobs, job)
-		}
-	}
-	slices.Sort(jobs)
-	if limit > 0 && len(jobs) > limit {
-		jobs = jobs[:limit]
-	}
-	return jobs, s.err
+	return leasestore.SelectJobs(slices.Collect(maps.Keys(s.statuses)), prefix, limit), s.err
 }
 
 func (s *stubStore) Stop(_ context.Context, job string, note leasestore.Note) error {

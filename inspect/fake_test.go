@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -195,17 +195,7 @@ func (s *fakeStore) Quarantine(_ context.Context, job string, note leasestore.No
 func (s *fakeStore) Jobs(_ context.Context, prefix string, limit int) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var jobs []string
-	for name := range s.jobs {
-		if strings.HasPrefix(name, prefix) {
-			jobs = append(jobs, name)
-		}
-	}
-	slices.Sort(jobs)
-	if limit > 0 && len(jobs) > limit {
-		jobs = jobs[:limit]
-	}
-	return jobs, s.fail
+	return leasestore.SelectJobs(slices.Collect(maps.Keys(s.jobs)), prefix, limit), s.fail
 }
 
 func (s *fakeStore) Stop(_ context.Context, job string, note leasestore.Note) error {

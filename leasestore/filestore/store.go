@@ -397,7 +397,7 @@ func (e *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, e
 			if err != nil {
 				return err
 			}
-			if doc.Known() && strings.HasPrefix(doc.Job, prefix) {
+			if doc.Known() {
 				jobs = append(jobs, doc.Job)
 			}
 		}
@@ -406,11 +406,7 @@ func (e *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(jobs)
-	if limit > 0 && len(jobs) > limit {
-		jobs = jobs[:limit]
-	}
-	return jobs, nil
+	return leasestore.SelectJobs(jobs, prefix, limit), nil
 }
 
 // Leases lists the live leases, ordered by job. It reads the in-flight

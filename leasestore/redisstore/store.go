@@ -372,11 +372,7 @@ func (s *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, e
 			return nil, r.err
 		}
 	}
-	slices.Sort(jobs)
-	if limit > 0 && len(jobs) > limit {
-		jobs = jobs[:limit]
-	}
-	return jobs, nil
+	return leasestore.SelectJobs(jobs, prefix, limit), nil
 }
 
 // Quarantined lists the quarantined jobs of every shard, ordered by job.
