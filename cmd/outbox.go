@@ -19,16 +19,15 @@ func (f *Factory) hostOutbox() *outbox.Box {
 }
 
 // deliverOutbox delivers the outcomes box keeps (a nil box keeps none) to
-// store, if it is a LateRecorder, within bound, and logs what it did. A
+// store within bound, and logs what it did. A
 // failure is logged, not returned: the outcomes wait for the next process.
 func deliverOutbox(ctx context.Context, box *outbox.Box, store leasestore.Leaser, log zerolog.Logger, bound time.Duration) {
-	lr, ok := store.(leasestore.LateRecorder)
-	if box == nil || !ok || !box.Pending() {
+	if box == nil || !box.Pending() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	if err := box.Deliver(ctx, lr, log); err != nil {
+	if err := box.Deliver(ctx, store, log); err != nil {
 		log.Warn().Err(err).Str("outbox", box.Dir()).Msg("delivering the late outcomes kept on this host failed; the next run or scan tries again")
 	}
 }

@@ -579,7 +579,7 @@ func (h conformanceHarness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (conformanceHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, TokenFeed: true, RoundTrips: true}
+	return storetest.Abilities{}
 }
 
 // TestConformanceThroughServe is the store contract through `leasectl

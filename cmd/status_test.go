@@ -53,6 +53,18 @@ func (s *stubStore) Subscribe(context.Context, string) (leasestore.Subscription,
 	return nil, errors.New("stub: Subscribe is not used by the on-call commands")
 }
 
+func (s *stubStore) RecordLate(context.Context, leasestore.LateOutcome) (leasestore.Correction, error) {
+	return leasestore.Correction{}, errors.New("stub: RecordLate is not used by the on-call commands")
+}
+
+func (s *stubStore) WatchTokens(context.Context, string, func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+	return nil, errors.New("stub: WatchTokens is not used by the on-call commands")
+}
+
+func (s *stubStore) SyncTokens(context.Context) error {
+	return errors.New("stub: SyncTokens is not used by the on-call commands")
+}
+
 func (s *stubStore) Scan(context.Context) ([]leasestore.Crash, error) { return s.crashes, s.err }
 
 func (s *stubStore) Quarantined(context.Context) ([]leasestore.Quarantine, error) {

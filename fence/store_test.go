@@ -19,7 +19,6 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/etcdstore"
 	"github.com/leasectl/leasectl/leasestore/filestore"
-	"github.com/leasectl/leasectl/leasestore/httpstore"
 	"github.com/leasectl/leasectl/leasestore/pgstore"
 	"github.com/leasectl/leasectl/leasestore/redisstore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
@@ -462,24 +461,31 @@ func TestWriteThroughAcrossARegistryRestart(t *testing.T) {
 	}
 }
 
-// hiddenFeed is a store whose token feed is hidden: a Store, not a
-// TokenFeed, as another program's store behind a registry may be.
-type hiddenFeed struct{ leasestore.Store }
+// deadFeed is a store whose token feed cannot be reached (its LISTEN
+// connection refused, say) while the rest of it can.
+type deadFeed struct{ leasestore.Store }
 
-// Through a registry whose store has no token feed, write-through may be
-// chosen (the client cannot tell before it asks), but every watch fails
-// with httpstore.ErrNoTokenFeed, so every check asks the store, which
-// refuses the zombie.
-func TestWriteThroughThroughARegistryWithoutAFeed(t *testing.T) {
+var errFeedDown = &leasestore.UnavailableError{Op: "watch tokens", Err: errors.New("the feed's connection is refused")}
+
+func (deadFeed) WatchTokens(context.Context, string, func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+	return nil, errFeedDown
+}
+
+func (deadFeed) SyncTokens(context.Context) error { return errFeedDown }
+
+// Through a registry whose store's feed is down, write-through may be
+// chosen, but every watch and heartbeat fails unavailable, so every check
+// asks the store, which refuses the zombie.
+func TestWriteThroughThroughARegistryWhoseFeedIsDown(t *testing.T) {
 	backend := openEmbedded(t, t.TempDir())
-	reg := registrytest.Start(t, hiddenFeed{backend}, "leasectl")
+	reg := registrytest.Start(t, deadFeed{backend}, "leasectl")
 	checked := reg.Open(t, "leasectl", registrytest.ReaderToken)
 	_, err := checked.WatchTokens(storetest.Ctx(t), "job", func(leasestore.TokenState) {})
-	if !errors.Is(err, httpstore.ErrNoTokenFeed) || !errors.Is(err, leasestore.ErrUnavailable) {
-		t.Fatalf("WatchTokens through a registry without a feed: %v, want ErrNoTokenFeed, unavailable", err)
+	if !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Fatalf("WatchTokens through a registry whose store's feed is down: %v, want unavailable", err)
 	}
-	if err := checked.SyncTokens(storetest.Ctx(t)); !errors.Is(err, httpstore.ErrNoTokenFeed) {
-		t.Errorf("SyncTokens through a registry without a feed: %v, want ErrNoTokenFeed", err)
+	if err := checked.SyncTokens(storetest.Ctx(t)); !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Errorf("SyncTokens through a registry whose store's feed is down: %v, want unavailable", err)
 	}
 
 	c, _ := checker(t, checked, Options{Pattern: WriteThrough})

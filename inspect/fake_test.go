@@ -311,6 +311,18 @@ func (s *fakeStore) Subscribe(context.Context, string) (leasestore.Subscription,
 	return nil, errors.New("fake store: Subscribe is not supported")
 }
 
+func (s *fakeStore) RecordLate(context.Context, leasestore.LateOutcome) (leasestore.Correction, error) {
+	return leasestore.Correction{}, errors.New("fake store: RecordLate is not supported")
+}
+
+func (s *fakeStore) WatchTokens(context.Context, string, func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+	return nil, errors.New("fake store: WatchTokens is not supported")
+}
+
+func (s *fakeStore) SyncTokens(context.Context) error {
+	return errors.New("fake store: SyncTokens is not supported")
+}
+
 func (s *fakeStore) Close() error { return nil }
 
 var _ leasestore.Store = (*fakeStore)(nil)

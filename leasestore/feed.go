@@ -2,10 +2,12 @@ package leasestore
 
 import "context"
 
-// TokenFeed is an optional ability of a Store: it follows jobs' fencing
-// tokens as they change, for checkers downstream that keep a write-through
-// cache (package fence). Callers find it with a type assertion; a store
-// without it is still a Store, and such checkers ask CheckToken instead.
+// TokenFeed is the part of a Store that follows jobs' fencing tokens as
+// they change, for checkers downstream that keep a write-through cache
+// (package fence). A checker given something that only checks tokens
+// (fence.Store) finds it with a type assertion, and asks CheckToken when
+// it is not there. The remote store's feed is the registry's, which fails
+// with httpstore.ErrNoTokenFeed behind a registry too old to have one.
 //
 // A feed is best effort, as Subscribe is: a change can be late or lost (a
 // dropped connection, a leasectl older than the feed that does not publish

@@ -12,13 +12,14 @@ import (
 const HistoryLimit = 20
 
 // Store keeps leases, crash evidence, quarantine state and history for jobs.
-// It is the two halves a driver implements, and the handle that owns the
-// connections. Every method is safe for concurrent use. ctx bounds the whole
+// It is the two halves a driver implements, its token feed, and the handle
+// that owns the connections. Every method is safe for concurrent use. ctx bounds the whole
 // call, including retries and connection set-up; a store that cannot answer
 // in time returns an error for which errors.Is(err, ErrUnavailable) holds.
 type Store interface {
 	Leaser
 	Operator
+	TokenFeed
 	// Close releases the store's connections and files.
 	Close() error
 }
@@ -34,8 +35,10 @@ type TTLLimiter interface {
 	TTLRange() (min, max time.Duration)
 }
 
-// Leaser is what a supervisor needs of a store: the lease's own transitions
-// and the release notifications a waiter sleeps on.
+// Leaser is what a supervisor needs of a store: the lease's own transitions,
+// the release notifications a waiter sleeps on, the outcomes that did not
+// reach the store in time, and its own job's history (for grants whose
+// answers never arrived).
 type Leaser interface {
 	// Acquire grants the lease on req.Job to req.Holder. In one atomic step it
 	// refuses a quarantined job (*QuarantinedError), a job of another region
@@ -49,10 +52,9 @@ type Leaser interface {
 	// Acquire is idempotent for the holder: when req.Holder already holds
 	// the job's live lease, it returns that lease (same token and attempt)
 	// with its liveness extended as Renew would, and changes nothing else.
-	// A caller whose answer was lost can therefore ask again. On a store
-	// that is a LateRecorder, a holder that gave up on its grant
-	// (RecordLate with Token 0) is refused with ErrLeaseLost: its request
-	// may still arrive after it gave up.
+	// A caller whose answer was lost can therefore ask again. A holder that
+	// gave up on its grant (RecordLate with Token 0) is refused with
+	// ErrLeaseLost: its request may still arrive after it gave up.
 	Acquire(ctx context.Context, req AcquireRequest) (*Lease, error)
 
 	// Renew extends the liveness of l by l.TTL and the evidence by its own
@@ -72,14 +74,7 @@ type Leaser interface {
 	// before the Acquire whose refusal you will wait on, so that a release
 	// in between is not missed.
 	Subscribe(ctx context.Context, job string) (Subscription, error)
-}
 
-// LateRecorder is the ability of a store to take outcomes that did not
-// reach it in time (docs/semantics.md, RecordLate). A Store that has it
-// lets leasectl correct the crashes such runs are counted as; the supervisor
-// and the outbox use it when the store has it, by type assertion. Every
-// driver should implement it; storetest checks it when it does.
-type LateRecorder interface {
 	// RecordLate records the outcome of a run that did not reach the store
 	// in time, and undoes what its absence did. While the run's evidence is
 	// there, it is Release. Once the run's crash was counted, it withdraws
@@ -87,8 +82,13 @@ type LateRecorder interface {
 	// leasectl made with it. With Token 0 (the grant's answer never reached
 	// its holder, who gave up), it releases whatever grant the holder has,
 	// and Acquire then refuses that holder with ErrLeaseLost. It is
-	// idempotent: delivering the same outcome again changes nothing.
+	// idempotent: delivering the same outcome again changes nothing
+	// (docs/semantics.md, RecordLate).
 	RecordLate(ctx context.Context, late LateOutcome) (Correction, error)
+
+	// Status reports job's state, holder, counters and history; see
+	// Operator.
+	Status(ctx context.Context, job string) (*JobStatus, error)
 }
 
 // LateOutcome is the outcome of a run that did not reach the store in

@@ -90,6 +90,12 @@ func (b *Box) names() ([]string, error) {
 	return names, err
 }
 
+// Recorder is what the outbox delivers to: a store's RecordLate
+// (leasestore.Leaser).
+type Recorder interface {
+	RecordLate(ctx context.Context, late leasestore.LateOutcome) (leasestore.Correction, error)
+}
+
 // Deliver records each outcome in the outbox with store.RecordLate, in
 // the order they were put, and removes it once recorded. It stops at the
 // first the store fails to take (ErrUnavailable: it is down again;
@@ -97,7 +103,7 @@ func (b *Box) names() ([]string, error) {
 // returns that error; an outcome the store refuses for good (a value it
 // cannot hold) is logged and dropped. ctx bounds the whole delivery. Each
 // delivery is logged, with what it corrected.
-func (b *Box) Deliver(ctx context.Context, store leasestore.LateRecorder, log zerolog.Logger) error {
+func (b *Box) Deliver(ctx context.Context, store Recorder, log zerolog.Logger) error {
 	names, err := b.names()
 	if err != nil {
 		return fmt.Errorf("reading the outbox %s: %w", b.dir, err)

@@ -121,12 +121,7 @@ func (s *Server) recordLate(x *exchange) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	lr, ok := s.cfg.Store.(leasestore.LateRecorder)
-	if !ok {
-		return 0, nil, api.Errorf(api.CodeNoLateOutcomes,
-			"the store behind the registry (%T) does not record late outcomes: keep the outcome and deliver it through a registry in front of a store that does", s.cfg.Store)
-	}
-	c, err := lr.RecordLate(x.ctx, late)
+	c, err := s.cfg.Store.RecordLate(x.ctx, late)
 	if err != nil {
 		return 0, nil, err
 	}

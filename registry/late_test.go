@@ -10,15 +10,13 @@ import (
 	"github.com/leasectl/leasectl/registry/api"
 )
 
-// lateStore is a fakeStore that records late outcomes (the embedded store
-// behind it does), counting the calls.
-type lateStore struct{ *fakeStore }
-
-func (f lateStore) RecordLate(ctx context.Context, late leasestore.LateOutcome) (leasestore.Correction, error) {
+// RecordLate counts the call, applies its fault and records the outcome in
+// the embedded store.
+func (f *fakeStore) RecordLate(ctx context.Context, late leasestore.LateOutcome) (leasestore.Correction, error) {
 	if err := f.enter(ctx, "record-late"); err != nil {
 		return leasestore.Correction{}, err
 	}
-	return f.Store.(leasestore.LateRecorder).RecordLate(ctx, late)
+	return f.Store.RecordLate(ctx, late)
 }
 
 // A worker's late outcome is one call of the store's RecordLate, answered
@@ -26,7 +24,7 @@ func (f lateStore) RecordLate(ctx context.Context, late leasestore.LateOutcome) 
 // same Idempotency-Key gets the first answer without a store call. A
 // reader may not deliver one.
 func TestRecordLate(t *testing.T) {
-	store := lateStore{newFakeStore(t)}
+	store := newFakeStore(t)
 	srv := newTestServer(t, store, nil)
 	var l api.Lease
 	request(t, srv.url, http.MethodPost, api.PathAcquire, workerToken, acquireBody("j", "w", time.Minute)).decode(t, &l)
@@ -76,15 +74,5 @@ func TestRecordLate(t *testing.T) {
 		if e := request(t, srv.url, http.MethodPost, api.PathRecordLate, workerToken, bad.req).err(t); e.Code != api.CodeInvalidRequest || e.Field != bad.field {
 			t.Errorf("%+v: %+v, want invalid %s", bad.req, e, bad.field)
 		}
-	}
-}
-
-// A store without RecordLate: the late outcome is refused with a code of
-// its own, which a client can tell from a refusal of the outcome.
-func TestRecordLateWithoutTheAbility(t *testing.T) {
-	srv := newTestServer(t, newFakeStore(t), nil)
-	a := request(t, srv.url, http.MethodPost, api.PathRecordLate, workerToken, api.RecordLateRequest{JobID: "j", WorkerID: "w", FencingToken: 1})
-	if e := a.err(t); e.Code != api.CodeNoLateOutcomes || a.status != http.StatusNotImplemented {
-		t.Errorf("a late outcome on a store without RecordLate: %d %+v, want 501 %s", a.status, e, api.CodeNoLateOutcomes)
 	}
 }

@@ -107,21 +107,10 @@ func newTokenHub(store leasestore.Store, clk clock.Clock, opTimeout time.Duratio
 		hbCtx: ctx, hbStop: stop, hbTimeout: opTimeout}
 }
 
-// noFeed is the error of every token watch operation on a registry whose
-// store has no token feed.
-func noFeed(store leasestore.Store) error {
-	return api.Errorf(api.CodeNoTokenFeed,
-		"the store behind the registry (%T) has no token feed: check tokens with check-token (the authoritative or bounded-staleness pattern)", store)
-}
-
 // watch starts a watch of job for the token with digest owner. When it
 // returns, the store's watch is in place and has reported its first state,
 // a read, which the returned states hold.
 func (h *tokenHub) watch(ctx context.Context, job string, owner [sha256.Size]byte) (*tokenWatch, []api.TokenState, error) {
-	feed, ok := h.store.(leasestore.TokenFeed)
-	if !ok {
-		return nil, nil, noFeed(h.store)
-	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -135,7 +124,7 @@ func (h *tokenHub) watch(ctx context.Context, job string, owner [sha256.Size]byt
 	h.watches[w.id] = w
 	h.mu.Unlock()
 
-	sw, err := feed.WatchTokens(ctx, job, w.add)
+	sw, err := h.store.WatchTokens(ctx, job, w.add)
 	if err != nil {
 		h.drop(w)
 		return nil, nil, err
@@ -282,11 +271,7 @@ func (h *tokenHub) poll(ctx context.Context, w *tokenWatch, after int64, timeout
 // numbered at or below it. Watches it does not hold, or holds fallen
 // behind, are missing.
 func (h *tokenHub) sync(ctx context.Context, ids []string, owner [sha256.Size]byte) (api.TokenSync, error) {
-	feed, ok := h.store.(leasestore.TokenFeed)
-	if !ok {
-		return api.TokenSync{}, noFeed(h.store)
-	}
-	if err := h.heartbeat(ctx, feed); err != nil {
+	if err := h.heartbeat(ctx, h.store); err != nil {
 		return api.TokenSync{}, err
 	}
 	out := api.TokenSync{Watches: make([]api.TokenWatchSeq, 0, len(ids)), Missing: []string{}}

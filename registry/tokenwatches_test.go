@@ -15,8 +15,8 @@ import (
 	"github.com/leasectl/leasectl/registry/api"
 )
 
-// feedStore is an embedded store, which has a token feed; the registry's
-// fakeStore hides it.
+// feedStore is an embedded store, without the registry's fakeStore's
+// counting and faults.
 func feedStore(t *testing.T) leasestore.Store {
 	t.Helper()
 	s, err := filestore.Open(t.TempDir(), testNamespace)
@@ -154,22 +154,6 @@ func TestTokenWatchFallsBehind(t *testing.T) {
 	}
 	if e := pollTokens(t, srv, w.WatchID, readerToken, 1, 10).err(t); e.Code != api.CodeTokenWatchNotFound {
 		t.Errorf("a poll after falling behind: %+v, want the watch gone", e)
-	}
-}
-
-// A store without a token feed: watches and syncs are refused with a code
-// of their own.
-func TestTokenWatchWithoutAFeed(t *testing.T) {
-	srv := newTestServer(t, newFakeStore(t), nil)
-	for _, path := range []string{api.PathTokenWatches, api.PathTokenSync} {
-		body := any(api.TokenWatchRequest{JobID: "j"})
-		if path == api.PathTokenSync {
-			body = api.TokenSyncRequest{WatchIDs: []string{}}
-		}
-		a := request(t, srv.url, http.MethodPost, path, readerToken, body)
-		if e := a.err(t); e.Code != api.CodeNoTokenFeed || a.status != http.StatusNotImplemented {
-			t.Errorf("POST %s on a store without a feed: %d %+v, want 501 %s", path, a.status, e, api.CodeNoTokenFeed)
-		}
 	}
 }
 

@@ -222,12 +222,7 @@ func (r *run) late(out leasestore.Outcome) leasestore.LateOutcome {
 // has (its crash counted, its evidence expired), correcting what its
 // absence did; or keeps it in the outbox if the store fails now.
 func (r *run) recordLate(ctx context.Context, out leasestore.Outcome) {
-	lr, ok := r.s.Store.(leasestore.LateRecorder)
-	if !ok {
-		r.log.Warn().Msg("lease already lost at release; outcome not recorded")
-		return
-	}
-	c, err := lr.RecordLate(ctx, r.late(out))
+	c, err := r.s.Store.RecordLate(ctx, r.late(out))
 	if err != nil {
 		r.keep(r.late(out), fmt.Errorf("the lease was gone at release, and recording the outcome late failed: %w", err))
 		return
@@ -240,7 +235,7 @@ func (r *run) recordLate(ctx context.Context, out leasestore.Outcome) {
 // cause, in the outbox, for a later leasectl process on this host to
 // deliver. It logs one line, naming cause.
 func (s *Supervisor) keep(log zerolog.Logger, late leasestore.LateOutcome, cause error) {
-	if _, ok := s.Store.(leasestore.LateRecorder); s.Outbox == nil || !ok {
+	if s.Outbox == nil {
 		log.Error().Err(cause).Msg("the outcome could not be recorded and is lost: the next run or scan will count this run as a crash")
 		return
 	}

@@ -16,10 +16,9 @@ import (
 // Supervisor runs commands under leases. Its fields are its dependencies, so
 // tests can give it a fake store, clock, child and watchdog.
 type Supervisor struct {
-	// Store holds the leases. The supervisor needs the Leaser half of a
-	// store; where the store has them, it also records late outcomes
-	// (leasestore.LateRecorder) and reads a job's history (Status, of the
-	// Operator half) to find its own grants that it never heard of.
+	// Store holds the leases: the supervisor needs the Leaser half of a
+	// store, which also takes late outcomes and reads the job's history,
+	// where the run finds its own grants that it never heard of.
 	Store leasestore.Leaser
 	// Clock times the heartbeat, the safety deadline and the limits.
 	Clock clock.Clock
@@ -152,7 +151,7 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 	}
 	log := s.Log.With().Str("job", cfg.Job).Str("worker", cfg.WorkerID).Logger()
 	began := s.Clock.Now()
-	lease, sent, ending, ghostly, err := s.acquire(ctx, cfg, log)
+	lease, sent, ending, unanswered, err := s.acquire(ctx, cfg, log)
 	if err != nil || lease == nil {
 		return ending, err
 	}
@@ -163,7 +162,7 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 		log:   log.With().Int64("token", lease.Token).Logger(),
 	}
 	ending, err = r.start(sent)
-	if ghostly {
+	if unanswered {
 		s.withdrawUnheardGrants(cfg, lease, sent.Sub(began), r.log)
 	}
 	return ending, err

@@ -4,8 +4,7 @@
 // attached to two etcd leases of --ttl and --evidence-ttl, which Renew
 // keeps alive and etcd expires on its own; waiters watch the job's keys,
 // and so does its token feed (leasestore.TokenFeed: one watch per job over
-// its record). It records late outcomes (leasestore.LateRecorder). It
-// registers the etcd:// and etcds:// schemes (Open). docs/etcd.md has the
+// its record). It registers the etcd:// and etcds:// schemes (Open). docs/etcd.md has the
 // key layout, the tokens, the clocks and the measurements.
 //
 // It talks to etcd through the JSON gateway every member serves on its

@@ -9,7 +9,7 @@ import (
 )
 
 // RecordLate records the outcome of a run that did not reach the store in
-// time, and undoes what its absence did; see leasestore.LateRecorder and
+// time, and undoes what its absence did; see leasestore.Leaser and
 // docs/semantics.md, RecordLate. Like every transition, it is one
 // transaction guarded by the revisions of the job's keys as it read them;
 // what a counted crash needs corrected is worked out by the rules from the

@@ -65,9 +65,8 @@ type heldRun struct {
 }
 
 var (
-	_ leasestore.Store        = (*Store)(nil)
-	_ leasestore.TTLLimiter   = (*Store)(nil)
-	_ leasestore.LateRecorder = (*Store)(nil)
+	_ leasestore.Store      = (*Store)(nil)
+	_ leasestore.TTLLimiter = (*Store)(nil)
 )
 
 // TTLRange returns the lease TTLs the store honours: from etcd's default

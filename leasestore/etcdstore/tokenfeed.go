@@ -33,8 +33,6 @@ import (
 // lost meanwhile.
 const feedReadTimeout = 5 * time.Second
 
-var _ leasestore.TokenFeed = (*Store)(nil)
-
 // tokenWatch is one job's watch: one etcd watch stream over its record
 // key, followed by its own goroutine.
 type tokenWatch struct {

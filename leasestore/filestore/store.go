@@ -33,10 +33,7 @@ type Store struct {
 	feedClosed bool
 }
 
-var (
-	_ leasestore.Store        = (*Store)(nil)
-	_ leasestore.LateRecorder = (*Store)(nil)
-)
+var _ leasestore.Store = (*Store)(nil)
 
 // Open opens the embedded store for namespace in dir, creating the
 // folder (0700) if needed. The files are created by the first operation

@@ -28,8 +28,6 @@ import (
 // goroutine; a read that fails reports the watch lost until the next one.
 const feedReadTimeout = 5 * time.Second
 
-var _ leasestore.TokenFeed = (*Store)(nil)
-
 // tokenPath is the file whose changes signal job's token changes.
 func (e *Store) tokenPath(job string) string { return e.notifyPath(job) + ".t" }
 

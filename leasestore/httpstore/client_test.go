@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/leasectl/leasectl/leasestore/httpstore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 	"github.com/leasectl/leasectl/registry"
+	"github.com/leasectl/leasectl/registry/api"
 )
 
 func TestOpenURLs(t *testing.T) {
@@ -410,25 +412,46 @@ func TestTokenWatchAcrossARegistryRestart(t *testing.T) {
 	}
 }
 
-// noLate hides the store's RecordLate, as a store without the ability.
-type noLate struct{ leasestore.Store }
+// An older registry, whose store could lack late outcomes and a token
+// feed, answers 501 with a code for each: RecordLate fails as an
+// unavailable store, so that the outbox keeps the outcome, and names the
+// cause; so does WatchTokens, so that fence's write-through pattern asks
+// the store instead.
+func TestAnOlderRegistryWithoutLateOutcomesOrAFeed(t *testing.T) {
+	older := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		code := api.CodeNoTokenFeed
+		if r.URL.Path == api.PathRecordLate {
+			code = api.CodeNoLateOutcomes
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotImplemented)
+		_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: api.Errorf(code, "the store behind the registry has none")})
+	}))
+	t.Cleanup(older.Close)
+	s, err := httpstore.Open(older.URL, "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	late := leasestore.LateOutcome{Job: "job", Holder: "w", Token: 1, Outcome: storetest.Outcome(leasestore.ResultFailed)}
+	if _, err := s.RecordLate(storetest.Ctx(t), late); !errors.Is(err, leasestore.ErrUnavailable) || !errors.Is(err, httpstore.ErrNoLateOutcomes) {
+		t.Errorf("RecordLate through the older registry: %v, want ErrUnavailable caused by ErrNoLateOutcomes", err)
+	}
+	if _, err := s.WatchTokens(storetest.Ctx(t), "job", func(leasestore.TokenState) {}); !errors.Is(err, leasestore.ErrUnavailable) || !errors.Is(err, httpstore.ErrNoTokenFeed) {
+		t.Errorf("WatchTokens through the older registry: %v, want ErrUnavailable caused by ErrNoTokenFeed", err)
+	}
+}
 
-// Through a registry whose store does not record late outcomes, RecordLate
-// fails as an unavailable store, so that the outbox keeps the outcome, and
-// names the cause; a second delivery gets the store's answer to it
-// (nothing changed), not the first one's; a late outcome the registry
-// refuses keeps the field at fault.
+// A late outcome is one call of the store's RecordLate in the registry: a
+// second delivery gets the store's answer to it (nothing changed), not the
+// first one's; a late outcome the registry refuses keeps the field at
+// fault.
 func TestRecordLateThroughTheRegistry(t *testing.T) {
 	backend, err := filestore.Open(t.TempDir(), "leasectl")
 	if err != nil {
 		t.Fatal(err)
 	}
 	late := leasestore.LateOutcome{Job: "job", Holder: "w", Token: 1, Outcome: storetest.Outcome(leasestore.ResultFailed)}
-	without := registrytest.Start(t, noLate{backend}, "leasectl").Open(t, "leasectl", registrytest.WorkerToken)
-	if _, err := without.RecordLate(storetest.Ctx(t), late); !errors.Is(err, leasestore.ErrUnavailable) || !errors.Is(err, httpstore.ErrNoLateOutcomes) {
-		t.Errorf("RecordLate through a registry whose store has none: %v, want ErrUnavailable caused by ErrNoLateOutcomes", err)
-	}
-
 	s := registrytest.Start(t, backend, "leasectl").Open(t, "leasectl", registrytest.WorkerToken)
 	l := storetest.Acquire(t, s, storetest.Request("job", "w", time.Minute))
 	late.Token = l.Token

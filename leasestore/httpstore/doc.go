@@ -22,9 +22,8 @@
 // gives up on its other grants once its run is refused or released
 // (late.go).
 //
-// It is a leasestore.LateRecorder: RecordLate is the store's RecordLate in
-// the registry. Through a registry whose store does not record late
-// outcomes, or one older than them, it fails with an error matching
+// RecordLate is the store's RecordLate in the registry. Through an older
+// registry whose store did not record late outcomes, or one older than them, it fails with an error matching
 // leasestore.ErrUnavailable (ErrNoLateOutcomes when the registry says so),
 // so that the outbox keeps the outcome for a later delivery.
 //

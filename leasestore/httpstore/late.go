@@ -10,17 +10,15 @@ import (
 	"github.com/leasectl/leasectl/registry/api"
 )
 
-// ErrNoLateOutcomes is the cause of RecordLate's error when the store
-// behind the registry does not record late outcomes. The error also matches
+// ErrNoLateOutcomes is the cause of RecordLate's error when an older
+// registry says that its store does not record late outcomes. The error also matches
 // leasestore.ErrUnavailable, so that the outbox keeps the outcome and a
 // later delivery, through a registry in front of a store that does, records
 // it.
 var ErrNoLateOutcomes = errors.New("the store behind the registry does not record late outcomes")
 
-var _ leasestore.LateRecorder = (*Store)(nil)
-
 // RecordLate records the outcome of a run that did not reach the store in
-// time; see leasestore.LateRecorder. It is one call of the store's
+// time; see leasestore.Leaser. It is one call of the store's
 // RecordLate in the registry, and idempotent as that is: a second delivery
 // changes nothing and answers a Correction with nothing set. Unlike
 // Release, its Idempotency-Key is not derived from the outcome but fresh

@@ -15,13 +15,11 @@ import (
 )
 
 // ErrNoTokenFeed is the cause of WatchTokens' and SyncTokens' errors when
-// the store behind the registry has no token feed: check tokens with
+// an older registry says that its store has no token feed: check tokens with
 // CheckToken instead (fence's authoritative or
 // bounded-staleness pattern; a write-through Checker falls back to it by
 // itself). The errors also match leasestore.ErrUnavailable.
 var ErrNoTokenFeed = errors.New("the store behind the registry has no token feed")
-
-var _ leasestore.TokenFeed = (*Store)(nil)
 
 // feed is a Store's token watches.
 type feed struct {

@@ -59,7 +59,7 @@
 //
 // # Late outcomes
 //
-// The Store is a leasestore.LateRecorder. RecordLate is one call of
+// RecordLate is one call of
 // sql/recordlate.sql: a release while the run's evidence is there;
 // otherwise the walk of the job's history that package rules does, in
 // plpgsql, under the job's row lock, so that it neither holds that lock

@@ -7,7 +7,7 @@ import (
 )
 
 // RecordLate records the outcome of a run that did not reach the store in
-// time, and undoes what its absence did; see leasestore.LateRecorder and
+// time, and undoes what its absence did; see leasestore.Leaser and
 // docs/semantics.md, RecordLate. Like every transition it is one call of
 // one function (sql/recordlate.sql), so one transaction under the job's
 // lock: the history walk that package rules does in Go (RecordLate) is done

@@ -58,10 +58,7 @@ type Store struct {
 	sqlCheckToken, sqlStop, sqlJobs                                         string
 }
 
-var (
-	_ leasestore.Store        = (*Store)(nil)
-	_ leasestore.LateRecorder = (*Store)(nil)
-)
+var _ leasestore.Store = (*Store)(nil)
 
 // prepareStatements writes the statement of each operation: a call of its
 // function in the namespace's schema, every argument cast to the

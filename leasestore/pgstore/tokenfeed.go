@@ -57,8 +57,6 @@ const (
 	endPrefix   = 'e'
 )
 
-var _ leasestore.TokenFeed = (*Store)(nil)
-
 // tokenChannel is namespace's token channel, as lib.sql's _publish_token
 // names it.
 func tokenChannel(namespace string) string {

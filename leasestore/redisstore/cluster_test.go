@@ -36,7 +36,7 @@ func (h clusterHarness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (clusterHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, TokenFeed: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true}
+	return storetest.Abilities{CommonHistoryWords: true}
 }
 
 // startCluster starts a Redis Cluster stopped when the test ends.

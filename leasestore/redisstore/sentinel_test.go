@@ -34,7 +34,7 @@ func (h sentinelHarness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (sentinelHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, TokenFeed: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true}
+	return storetest.Abilities{CommonHistoryWords: true}
 }
 
 // startSentinel starts a primary, its replicas and three sentinels, stopped

@@ -61,10 +61,7 @@ type Store struct {
 	feedClosed bool
 }
 
-var (
-	_ leasestore.Store        = (*Store)(nil)
-	_ leasestore.LateRecorder = (*Store)(nil)
-)
+var _ leasestore.Store = (*Store)(nil)
 
 // New returns a Store on rdb keeping its keys under namespace, which must
 // be valid (leasestore.ValidateNamespace). rdb should not retry commands on

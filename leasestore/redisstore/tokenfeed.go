@@ -41,8 +41,6 @@ const (
 	unsubscribeTimeout = time.Second
 )
 
-var _ leasestore.TokenFeed = (*Store)(nil)
-
 // WatchTokens starts following job's fencing state; see
 // leasestore.TokenFeed. The first watch of a Store opens its one pub/sub
 // connection for all watches, and a goroutine that receives on it.

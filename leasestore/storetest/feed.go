@@ -69,23 +69,12 @@ func IsState(token int64, live bool) func(leasestore.TokenState) bool {
 	return func(st leasestore.TokenState) bool { return !st.Lost && st.Token == token && st.Live == live }
 }
 
-// Feed returns s as a leasestore.TokenFeed, failing the test when it is not
-// one.
-func Feed(t testing.TB, s leasestore.Store) leasestore.TokenFeed {
-	t.Helper()
-	f, ok := s.(leasestore.TokenFeed)
-	if !ok {
-		t.Fatalf("%T declares the TokenFeed ability but is no leasestore.TokenFeed", s)
-	}
-	return f
-}
-
 // Watch starts a watch of job through s, closed when the test ends, and
 // returns its log.
 func Watch(t testing.TB, s leasestore.Store, job string) *TokenLog {
 	t.Helper()
 	log := NewTokenLog()
-	w, err := Feed(t, s).WatchTokens(Ctx(t), job, log.Add)
+	w, err := s.WatchTokens(Ctx(t), job, log.Add)
 	if err != nil {
 		t.Fatalf("WatchTokens(%s): %v", job, err)
 	}
@@ -94,14 +83,11 @@ func Watch(t testing.TB, s leasestore.Store, job string) *TokenLog {
 }
 
 func testTokenFeed(t *testing.T, h fixture) {
-	if !h.TokenFeed {
-		t.Skip("the store has no token feed")
-	}
 	watcher := client(t, h.Fixture)
 	holder := client(t, h.Fixture)
 	heartbeat := func(t *testing.T) {
 		t.Helper()
-		if err := Feed(t, watcher).SyncTokens(Ctx(t)); err != nil {
+		if err := watcher.SyncTokens(Ctx(t)); err != nil {
 			t.Fatalf("SyncTokens: %v", err)
 		}
 	}
@@ -166,7 +152,7 @@ func testTokenFeed(t *testing.T, h fixture) {
 
 	t.Run("closed watch hears nothing", func(t *testing.T) {
 		closing := NewTokenLog()
-		w, err := Feed(t, watcher).WatchTokens(Ctx(t), "closed", closing.Add)
+		w, err := watcher.WatchTokens(Ctx(t), "closed", closing.Add)
 		if err != nil {
 			t.Fatalf("WatchTokens: %v", err)
 		}

@@ -121,9 +121,6 @@ type lockstep struct {
 	// workers[i] is worker i's.
 	operator leasestore.Store
 	workers  []leasestore.Store
-	// late[i] is workers[i] as a LateRecorder; empty when the store is not
-	// one, and the sequence then records no late outcomes.
-	late map[int]leasestore.LateRecorder
 	// now is the model's clock.
 	now   time.Time
 	model map[string]*modelJob
@@ -181,17 +178,13 @@ type modelRun struct {
 func newLockstep(t *testing.T, h fixture, seed int64) *lockstep {
 	ls := &lockstep{
 		h: h, rnd: rand.New(rand.NewPCG(uint64(seed), 0)),
-		operator: client(t, h.Fixture), late: map[int]leasestore.LateRecorder{},
-		now:   time.Now().Truncate(time.Microsecond),
-		model: map[string]*modelJob{}, runs: map[string][]*modelRun{}, gaveUp: map[string][]string{},
+		operator: client(t, h.Fixture),
+		now:      time.Now().Truncate(time.Microsecond),
+		model:    map[string]*modelJob{}, runs: map[string][]*modelRun{}, gaveUp: map[string][]string{},
 		tokens: map[int64]int64{}, labels: map[int64]string{}, roundTrips: map[int64][]time.Duration{}, seen: map[string]int{},
 	}
-	for i := range modelWorkers {
-		s := client(t, h.Fixture)
-		ls.workers = append(ls.workers, s)
-		if lr, ok := s.(leasestore.LateRecorder); ok {
-			ls.late[i] = lr
-		}
+	for range modelWorkers {
+		ls.workers = append(ls.workers, client(t, h.Fixture))
 	}
 	for _, job := range modelJobs {
 		ls.model[job] = &modelJob{rec: rules.Record{Job: job}}

@@ -137,9 +137,7 @@ func (ls *lockstep) describeStatus(st *leasestore.JobStatus, label func(int64) s
 	}
 	if h := st.Holder; h != nil {
 		lines[2] = fmt.Sprintf("holder: %s (%s), attempt %d", h.Worker, label(h.Token), h.Attempt)
-		if ls.h.RoundTrips {
-			lines[2] += ", " + ls.describeRoundTrip(h.LastRTT, toModel(h.Token))
-		}
+		lines[2] += ", " + ls.describeRoundTrip(h.LastRTT, toModel(h.Token))
 	}
 	if q := st.Quarantine; q != nil {
 		lines[3] = fmt.Sprintf("quarantine: by %s after %d crashes, last holder %s, reason %q", q.By, q.Crashes, q.LastHolder, q.Reason)

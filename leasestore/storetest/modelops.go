@@ -49,14 +49,9 @@ func (ls *lockstep) pick() func(t *testing.T) {
 	}
 	choices := []choice{{acquire, ls.acquireFresh}, {2, ls.scan}, {1, ls.quarantine}, {unquarantine, ls.releaseQuarantine}, {2, ls.checkToken}}
 	if len(ls.runs[job]) > 0 {
-		choices = append(choices, choice{2, ls.acquireAgain}, choice{3, ls.renew}, choice{release, ls.release})
-		if len(ls.late) > 0 {
-			choices = append(choices, choice{4, ls.recordLate})
-		}
+		choices = append(choices, choice{2, ls.acquireAgain}, choice{3, ls.renew}, choice{release, ls.release}, choice{4, ls.recordLate})
 	}
-	if len(ls.late) > 0 {
-		choices = append(choices, choice{1, ls.giveUpBeforeTheGrant})
-	}
+	choices = append(choices, choice{1, ls.giveUpBeforeTheGrant})
 	if len(ls.gaveUp[job]) > 0 {
 		choices = append(choices, choice{1, ls.acquireGaveUp})
 	}
@@ -104,21 +99,19 @@ func (ls *lockstep) acquireFresh(t *testing.T, job string) {
 	if ls.rnd.IntN(6) == 0 {
 		req.MinInterval = time.Hour
 	}
-	if ls.h.RegionsAndDeadlines {
-		// An hour from the store's clock either way: no clock skew
-		// decides it.
-		switch ls.rnd.IntN(8) {
-		case 0:
-			req.Deadline = time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-		case 1:
-			req.Deadline = time.Now().Add(time.Hour).Truncate(time.Millisecond)
-		}
-		switch ls.rnd.IntN(10) {
-		case 0:
-			req.Region = "eu-west-1"
-		case 1:
-			req.Region = "us-east-1"
-		}
+	// An hour from the store's clock either way: no clock skew
+	// decides it.
+	switch ls.rnd.IntN(8) {
+	case 0:
+		req.Deadline = time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	case 1:
+		req.Deadline = time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	}
+	switch ls.rnd.IntN(10) {
+	case 0:
+		req.Region = "eu-west-1"
+	case 1:
+		req.Region = "us-east-1"
 	}
 	ls.acquire(t, worker, req)
 }
@@ -330,7 +323,7 @@ func (ls *lockstep) deliverLate(t *testing.T, worker int, late leasestore.LateOu
 	if late.Token == 0 {
 		ls.gaveUp[late.Job] = append(ls.gaveUp[late.Job], late.Holder)
 	}
-	sc, err := ls.late[worker].RecordLate(Ctx(t), late)
+	sc, err := ls.workers[worker].RecordLate(Ctx(t), late)
 	if err != nil {
 		ls.fail(t, "record late", err, "no error")
 	}

@@ -27,41 +27,25 @@ type Fixture struct {
 	// hold. The suite closes every client it opens.
 	Open func(t testing.TB) leasestore.Store
 	// Wipe loses all the store's data, as a restart without persistence
-	// would (Redis FLUSHALL; embedded: the file deleted). Called only when
-	// the harness has the Wipe ability.
+	// would (Redis FLUSHALL; embedded: the file deleted), so the suite
+	// checks that tokens keep rising after the store lost its data; nil
+	// when the harness cannot.
 	Wipe func(t testing.TB)
 }
 
 // Abilities are what a store can optionally be put through.
 type Abilities struct {
-	// Wipe: Fixture.Wipe works, so the suite checks that tokens keep
-	// rising after the store lost its data.
-	Wipe bool
-	// TokenFeed: the store is a leasestore.TokenFeed, so the suite checks
-	// that its watches report every grant and end, and that SyncTokens is
-	// a barrier.
-	TokenFeed bool
 	// MinTTL is the shortest lease TTL the store honours (etcd: its
 	// minimum lease TTL, 2 s by default); zero means no minimum. The leases
 	// the suite lets expire last max(ShortTTL, MinTTL), and it waits for
 	// the store to report them expired rather than for a fixed time.
 	MinTTL time.Duration
-	// RegionsAndDeadlines: the store keeps AcquireRequest.Region on the
-	// job's record and refuses an acquire past AcquireRequest.Deadline
-	// (regions and hard deadlines). Every store should; the suite
-	// checks them only on a store that says so, so that a driver written
-	// before them keeps passing until it catches up.
-	RegionsAndDeadlines bool
 	// CommonHistoryWords: the store writes the details of docs/semantics.md's
 	// history events word for word. Every store should, so that status
 	// reads alike whatever the store; the suite checks them only on a store
-	// that says so, as for RegionsAndDeadlines.
+	// that says so (the registry's in front of a store reports that
+	// store's words).
 	CommonHistoryWords bool
-	// RoundTrips: Renew keeps the holder's Lease.RTT, which Status and
-	// Leases report as Holder.LastRTT, and a new grant starts without one.
-	// Every store should (`ls` and `status` show it); checked as for
-	// RegionsAndDeadlines.
-	RoundTrips bool
 }
 
 // shortTTL is the TTL of the leases the suite lets expire on this store.
@@ -434,7 +418,7 @@ func testTokensIncrease(t *testing.T, h fixture) {
 		Release(t, s, grant(fmt.Sprintf("w%d", i)), leasestore.ResultCompleted)
 	}
 
-	if !h.Abilities.Wipe {
+	if h.Fixture.Wipe == nil {
 		return
 	}
 	h.Fixture.Wipe(t)
@@ -687,9 +671,6 @@ func testMinInterval(t *testing.T, h fixture) {
 // names a region records it, and requests from other regions are refused
 // without changing anything, whether the job is held or free.
 func testRegion(t *testing.T, h fixture) {
-	if !h.RegionsAndDeadlines {
-		t.Skip("the store does not keep regions yet")
-	}
 	s := client(t, h.Fixture)
 	inRegion := func(job, worker, region string) leasestore.AcquireRequest {
 		req := Request(job, worker, LongTTL)
@@ -741,9 +722,6 @@ func testRegion(t *testing.T, h fixture) {
 // after counting a crash it found; before it, and for the holder of the
 // live lease, Acquire grants as usual.
 func testDeadline(t *testing.T, h fixture) {
-	if !h.RegionsAndDeadlines {
-		t.Skip("the store does not compare deadlines yet")
-	}
 	s := client(t, h.Fixture)
 	withDeadline := func(worker string, ttl time.Duration, deadline time.Time) leasestore.AcquireRequest {
 		req := Request("job", worker, ttl)
@@ -1024,21 +1002,10 @@ func late(l *leasestore.Lease, res leasestore.Result) leasestore.LateOutcome {
 	return leasestore.LateOutcome{Job: l.Job, Holder: l.Holder, Token: l.Token, Outcome: Outcome(res)}
 }
 
-// lateRecorder returns s as a LateRecorder, skipping the test when the
-// store does not have the ability.
-func lateRecorder(t *testing.T, s leasestore.Store) leasestore.LateRecorder {
-	t.Helper()
-	lr, ok := s.(leasestore.LateRecorder)
-	if !ok {
-		t.Skipf("%T is not a leasestore.LateRecorder: late outcomes are not corrected", s)
-	}
-	return lr
-}
-
 // recordLate delivers a late outcome, failing the test on an error.
 func recordLate(t *testing.T, s leasestore.Store, late leasestore.LateOutcome) leasestore.Correction {
 	t.Helper()
-	c, err := lateRecorder(t, s).RecordLate(Ctx(t), late)
+	c, err := s.RecordLate(Ctx(t), late)
 	if err != nil {
 		t.Fatalf("RecordLate(%s by %s token %d): %v", late.Job, late.Holder, late.Token, err)
 	}
@@ -1057,7 +1024,6 @@ func countCrash(t *testing.T, s leasestore.Store, job string) {
 
 func testRecordLateReleases(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	lateRecorder(t, s)
 	// Its liveness expired (its release was cut off by a partition), but
 	// nobody counted the crash yet.
 	l := h.crashRun(t, s, "job", "a", 3)
@@ -1083,7 +1049,6 @@ func testRecordLateReleases(t *testing.T, h fixture) {
 
 func testRecordLateWithdraws(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	lateRecorder(t, s)
 	// Three partitions in a row, each run's crash counted before its
 	// outcome arrives: none is a crash, and the job is not quarantined.
 	for i := range 3 {
@@ -1142,7 +1107,6 @@ func testRecordLateWithdraws(t *testing.T, h fixture) {
 
 func testRecordLateLiftsQuarantine(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	lateRecorder(t, s)
 	h.crashRun(t, s, "job", "real", 2)
 	countCrash(t, s, "job")
 	lost := h.crashRun(t, s, "job", "partitioned", 2)
@@ -1197,7 +1161,6 @@ func testRecordLateLiftsQuarantine(t *testing.T, h fixture) {
 
 func testRecordLateCompleted(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	lateRecorder(t, s)
 	h.crashRun(t, s, "job", "c1", 10)
 	countCrash(t, s, "job")
 	lost := h.crashRun(t, s, "job", "completed-in-partition", 10)
@@ -1221,7 +1184,6 @@ func testRecordLateCompleted(t *testing.T, h fixture) {
 
 func testRecordLateAbandoned(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	lateRecorder(t, s)
 	// The grant happened; its answer never reached its holder, who gave up.
 	ghost := Acquire(t, s, Request("job", "ghost", LongTTL))
 	gaveUp := leasestore.LateOutcome{Job: "job", Holder: "ghost", Outcome: Outcome(leasestore.ResultNotStarted)}
@@ -1266,9 +1228,6 @@ func testRecordLateAbandoned(t *testing.T, h fixture) {
 }
 
 func testRenewKeepsTheRoundTrip(t *testing.T, h fixture) {
-	if !h.RoundTrips {
-		t.Skip("the store does not say it keeps renewal round trips (Abilities.RoundTrips)")
-	}
 	s := client(t, h.Fixture)
 	l := Acquire(t, s, Request("job", "a", LongTTL))
 	if st := Status(t, s, "job"); st.Holder == nil || st.Holder.LastRTT != 0 {
