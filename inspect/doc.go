@@ -95,7 +95,7 @@
 //	          "token": int, "finished_at": time}
 //	Event:   {"at": time, "event": "acquired" | "released" | "crashed" |
 //	          "quarantined" | "released-from-quarantine" | "lease-lost" |
-//	          "late-outcome" | "stop-requested",
+//	          "late-outcome" | "stop-requested" | "expectation-set",
 //	          "worker": string, "token": int, "detail": string}
 //
 // TokenCheck — `token check` prints (the exit status still says 0 valid,

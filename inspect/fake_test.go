@@ -25,6 +25,8 @@ type fakeStore struct {
 	fail error
 	// scans counts Scan calls.
 	scans int
+	// overdue is what Overdue lists.
+	overdue []leasestore.Overdue
 }
 
 type fakeJob struct {
@@ -223,6 +225,16 @@ func (s *fakeStore) Stop(_ context.Context, job string, note leasestore.Note) er
 	j.evidence = &stopping
 	s.event(j, leasestore.EventStop, note.By, stopping.Token, "by "+note.By+": "+note.Reason)
 	return nil
+}
+
+func (s *fakeStore) Expect(context.Context, string, *leasestore.Expectation, leasestore.Note) error {
+	return errors.New("fake: Expect is not used by package inspect")
+}
+
+func (s *fakeStore) Overdue(context.Context) ([]leasestore.Overdue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.overdue, s.fail
 }
 
 func (s *fakeStore) ReleaseQuarantine(_ context.Context, job string, note leasestore.Note) error {
