@@ -12,7 +12,7 @@ ALTER TABLE @schema@.jobs ADD COLUMN x_every_us bigint, ADD COLUMN x_grace_us bi
 -- truly so: adding whole microseconds to a timestamptz does not depend on
 -- the time zone (only months and days would). Made here, not with the
 -- other functions: the column below depends on it.
-CREATE FUNCTION @schema@._due(p_last_success timestamptz, p_since timestamptz, p_every_us bigint, p_grace_us bigint)
+CREATE OR REPLACE FUNCTION @schema@._due(p_last_success timestamptz, p_since timestamptz, p_every_us bigint, p_grace_us bigint)
 RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp AS $$
   SELECT coalesce(p_last_success, p_since) + (p_every_us + p_grace_us) * interval '1 microsecond'
 $$;

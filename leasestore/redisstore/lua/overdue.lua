@@ -11,9 +11,13 @@ local now = now_us()
 local out = {int(now)}
 for _, job in ipairs(redis.call('ZRANGEBYSCORE', prefix .. 'due', '-inf', '(' .. int(now))) do
   local x = redis.call('HMGET', prefix .. job .. ':r', 'xe', 'xg', 'xs', 's')
-  out[#out + 1] = job
-  for i = 1, 4 do
-    out[#out + 1] = x[i] or ''
+  -- The record decides: an entry a script left behind the record (none
+  -- should) lists the job only once the record says it is due.
+  if x[1] and tonumber(x[4] or x[3]) + tonumber(x[1]) + tonumber(x[2]) < now then
+    out[#out + 1] = job
+    for i = 1, 4 do
+      out[#out + 1] = x[i] or ''
+    end
   end
 end
 return out
