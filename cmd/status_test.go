@@ -208,6 +208,7 @@ func sampleStore() *stubStore {
 				},
 				LastSuccess: oncallNow.Add(-26*time.Hour + 72*time.Second),
 				History:     history,
+				Expect:      &leasestore.Expectation{Every: 24 * time.Hour, Grace: time.Hour, Since: oncallNow.Add(-30 * 24 * time.Hour)},
 			},
 			"etl:orders": {
 				Job: "etl:orders", State: leasestore.StateCrashed, Now: oncallNow,

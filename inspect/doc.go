@@ -56,10 +56,13 @@
 // `quarantine show JOB` prints one Quarantine object with two more keys:
 // "max_crashes": int and "history": [Event].
 //
-// Action — `quarantine release`, `quarantine add` and `stop` print:
+// Action — `quarantine release`, `quarantine add`, `stop` and `expect`
+// print:
 //
-//	{"job": string, "action": "released" | "quarantined" | "stop-requested",
-//	 "by": string, "reason": string, "at": time}
+//	{"job": string, "action": "released" | "quarantined" | "stop-requested" |
+//	 "expectation-set" | "expectation-cleared",
+//	 "by": string, "reason": string, "at": time,
+//	 "every_ms": int, "grace_ms": int (expectation-set only)}
 //
 // Lease — `ls` prints an array of them:
 //
