@@ -136,15 +136,24 @@ func (p *Printer) Action(a Action) error {
 	case ActionStopRequested:
 		msg = fmt.Sprintf("asked job %s to stop: its holder stops the child at its next renewal, SIGTERM then SIGKILL after its --grace (by %s: %s)", a.Job, a.By, a.Reason)
 	case ActionExpectationSet:
-		msg = fmt.Sprintf("job %s must succeed every %s: overdue %s after its last success (by %s: %s)", a.Job, a.Expect.Every,
-			a.Expect.Every+a.Expect.Grace, a.By, a.Reason)
+		msg = fmt.Sprintf("job %s must succeed every %s: overdue %s after its last success (%s)", a.Job, a.Expect.Every,
+			a.Expect.Every+a.Expect.Grace, byWhom(a))
 	case ActionExpectationCleared:
-		msg = fmt.Sprintf("job %s has no expectation any more: it is never overdue (by %s: %s)", a.Job, a.By, a.Reason)
+		msg = fmt.Sprintf("job %s has no expectation any more: it is never overdue (%s)", a.Job, byWhom(a))
 	default:
 		msg = fmt.Sprintf("quarantined job %s: `leasectl run` refuses it (exit 76) until `leasectl quarantine release %s` (by %s: %s)", a.Job, a.Job, a.By, a.Reason)
 	}
 	_, err := fmt.Fprintln(p.ErrOut, msg)
 	return err
+}
+
+// byWhom is who did a and why: "by alice@host: reason", or without a
+// reason "by alice@host".
+func byWhom(a Action) string {
+	if a.Reason == "" {
+		return "by " + a.By
+	}
+	return "by " + a.By + ": " + a.Reason
 }
 
 // optional shows s, or "-" on a terminal and an empty field when piped
