@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -151,4 +152,35 @@ func TestNewCmdScanOverdueFlags(t *testing.T) {
 			t.Errorf("scan %q: exit %d, want %d", tc.argv, code, tc.code)
 		}
 	}
+}
+
+// A store that cannot list overdue jobs (a registry older than them) still
+// gets its crashes counted and its leases listed; asked for overdue jobs,
+// scan fails instead.
+func TestOverdueUnsupported(t *testing.T) {
+	s := &overdueless{stubStore: sampleStore()}
+	var logs strings.Builder
+	ios, out, _ := testStreams(false)
+	opts := &ScanOptions{IO: ios, Now: fixedNow, OpenStore: opener(s), JSON: true,
+		Logger: func() (zerolog.Logger, error) { return zerolog.New(&logs), nil }}
+	if err := scanRun(context.Background(), opts); err != nil || !strings.Contains(out.String(), "etl:orders") ||
+		!strings.Contains(logs.String(), "could not look for overdue jobs") {
+		t.Errorf("scan: %v, printed %q, logged %q; want the crashes and a warning", err, out.String(), logs.String())
+	}
+	opts.FailOn = []string{"overdue"}
+	if err := scanRun(context.Background(), opts); exitCode(err) != exitUnavailable {
+		t.Errorf("scan --fail-on overdue: %v (exit %d), want %d", err, exitCode(err), exitUnavailable)
+	}
+	ios, out, errOut := testStreams(false)
+	if err := lsRun(context.Background(), &LsOptions{IO: ios, Now: fixedNow, OpenStore: opener(s)}); err != nil ||
+		!strings.Contains(out.String(), "nightly-report") || !strings.Contains(errOut.String(), "could not mark overdue jobs") {
+		t.Errorf("ls: %v, printed %q and %q", err, out.String(), errOut.String())
+	}
+}
+
+// overdueless is a store whose Overdue fails, as an older registry's does.
+type overdueless struct{ *stubStore }
+
+func (overdueless) Overdue(context.Context) ([]leasestore.Overdue, error) {
+	return nil, &leasestore.UnavailableError{Op: "list overdue", Err: errors.New("404 not found")}
 }

@@ -17,23 +17,28 @@ var failOnChoices = []string{"crashed", "overdue", "quarantined"}
 
 // scanOnce is a single scan: it counts the crashes, lists the overdue jobs
 // (a warning on stderr each, and on stdout with --overdue), and exits
-// exitFound when --fail-on names something it found.
+// exitFound when --fail-on names something it found. When listing the
+// overdue jobs fails (a registry older than expectations), the scan goes
+// on with a warning, unless --overdue or --fail-on overdue asked for them.
 func scanOnce(ctx context.Context, opts *ScanOptions, s leasestore.Store) error {
 	reaper := &inspect.Reaper{Store: s}
 	crashes, err := reaper.Pass(ctx)
 	if err != nil {
 		return err
 	}
-	overdue, err := reaper.Overdue(ctx)
-	if err != nil {
+	overdue, oerr := reaper.Overdue(ctx)
+	if oerr != nil && (opts.Overdue || slices.Contains(opts.FailOn, "overdue")) {
 		// The crashes are counted: they must reach the operator.
 		_ = printer(opts.IO, opts.JSON, opts.Now()).Crashes(crashes)
-		return err
+		return oerr
 	}
-	if len(overdue) > 0 {
+	if oerr != nil || len(overdue) > 0 {
 		log, err := opts.Logger()
 		if err != nil {
 			return err
+		}
+		if oerr != nil {
+			log.Warn().Err(oerr).Msg("could not look for overdue jobs; the crashes are counted")
 		}
 		logOverdue(log, inspect.OverdueChange{Late: overdue})
 	}
