@@ -12,12 +12,12 @@ import (
 
 // NeverSeen reports whether the store has no record of st's job at all:
 // no lease or crash evidence, no token ever granted, no outcome, no
-// quarantine and no history. A job ID mistyped looks like this, and so
-// does a job whose store lost its data.
+// quarantine, no expectation and no history. A job ID mistyped looks like
+// this, and so does a job whose store lost its data.
 func NeverSeen(st *leasestore.JobStatus) bool {
 	return st.Holder == nil && st.Crashed == nil && st.Quarantine == nil && st.LastOutcome == nil &&
 		st.LastToken == 0 && st.Attempts == 0 && st.Crashes == 0 && st.Region == "" &&
-		st.LastSuccess.IsZero() && len(st.History) == 0
+		st.LastSuccess.IsZero() && len(st.History) == 0 && st.Expect == nil
 }
 
 // Status prints one job's state (IDLE, RUNNING, CRASHED or QUARANTINED),
