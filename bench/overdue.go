@@ -5,12 +5,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/leasectl/leasectl/inspect"
 	"github.com/leasectl/leasectl/internal/pgtest"
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/leasestore"
+
+	// The embedded store, opened by URL like the others.
+	_ "github.com/leasectl/leasectl/leasestore/filestore"
 )
 
 // Sizes of the reaper's figures with expectations (issue 25).
@@ -22,7 +26,7 @@ const (
 
 // overdueFigures measures the reaper's pass over expectJobs jobs with an
 // expectation, overdueJobs of them overdue, on Redis and on PostgreSQL,
-// each a server of its own: the pass without metrics (Scan and Overdue, a
+// each a server of its own, and on the embedded store in a fresh folder: the pass without metrics (Scan and Overdue, a
 // single `leasectl scan`), and with them (the counts and the statuses of
 // the jobs with series as well, `scan --watch --metrics-addr`).
 func (b *bench) overdueFigures() error {
@@ -42,6 +46,14 @@ func (b *bench) overdueFigures() error {
 	defer psrv.Stop()
 	if err := b.reaperPass(psrv.URL, "postgres"); err != nil {
 		return fmt.Errorf("postgres: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "leasectl-bench-overdue-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := b.reaperPass("file://"+dir, "embedded"); err != nil {
+		return fmt.Errorf("embedded: %w", err)
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ import (
 //	<ns>.store/jobs/<key>                   the job's record, and its lock
 //	<ns>.store/inflight/<h>/<µs>.<key>      a link to it while the job has a run
 //	<ns>.store/quarantined/<key>            a link to it while the job is quarantined
-//	<ns>.store/due/<µs>.<key>               a link to it while the job has an
+//	<ns>.store/due/<h>/<µs>.<key>           a link to it while the job has an
 //	                                        expectation, named by its due time
 //	<ns>.notify/<key>                       release notifications (notify.go)
 //
@@ -300,10 +300,15 @@ func (t *txn) readKey(key, job string) (*jobDoc, error) {
 }
 
 // link makes the index entry at path, a hard link to the job's record file
-// at target, and its folder if need be. An entry already there is fine.
+// at target, and its folder if need be. An entry already there is fine. A
+// folder removed again between its making and the link (the due index's
+// folders of hours passed, which Overdue removes when empty) is made again.
 func (e *Store) link(target, path string) error {
 	err := os.Link(target, path)
-	if errors.Is(err, os.ErrNotExist) {
+	for range 3 {
+		if !errors.Is(err, os.ErrNotExist) {
+			break
+		}
 		if err = e.mkdirEntries(filepath.Dir(path)); err != nil {
 			return err
 		}
