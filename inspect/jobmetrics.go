@@ -41,7 +41,8 @@ func (r *Reaper) refreshJobs(ctx context.Context, overdue []leasestore.Overdue) 
 	if r.Metrics == nil {
 		return nil
 	}
-	known, err := r.Store.Jobs(ctx, "", JobSeriesLimit)
+	// One more than the limit says whether there are more.
+	known, err := r.Store.Jobs(ctx, "", JobSeriesLimit+1)
 	if err != nil {
 		return fmt.Errorf("list the jobs for their metrics: %w", err)
 	}
@@ -52,7 +53,7 @@ func (r *Reaper) refreshJobs(ctx context.Context, overdue []leasestore.Overdue) 
 	jobs = append(jobs, known...)
 	slices.Sort(jobs)
 	jobs = slices.Compact(jobs)
-	truncated := len(known) == JobSeriesLimit || len(jobs) > JobSeriesLimit
+	truncated := len(jobs) > JobSeriesLimit
 	if len(jobs) > JobSeriesLimit {
 		jobs = keepOverdue(jobs, overdue)
 	}
@@ -184,7 +185,10 @@ func (m *Metrics) writeJobs(b *strings.Builder) {
 		func(s *jobSeries) (float64, bool) { return seconds(s.st.LastSuccess), !s.st.LastSuccess.IsZero() })
 	each("leasectl_job_last_run_duration_seconds", "gauge", "How long the job's last finished run took.",
 		func(s *jobSeries) (float64, bool) {
-			return lastOutcome(s).Duration.Seconds(), s.st.LastOutcome != nil
+			if s.st.LastOutcome == nil {
+				return 0, false
+			}
+			return s.st.LastOutcome.Duration.Seconds(), true
 		})
 	family(b, "leasectl_job_last_run_result", "gauge", "1 for the result the job's last finished run ended with, 0 for the others.")
 	for _, job := range jobs {
@@ -211,13 +215,6 @@ func (m *Metrics) writeJobs(b *strings.Builder) {
 		func(s *jobSeries) (float64, bool) { return boolValue(s.st.Quarantine != nil), true })
 	each("leasectl_job_lease_lost_total", "counter", "Renewals of the job that came after its lease expired (lease-lost events) this reaper saw.",
 		func(s *jobSeries) (float64, bool) { return float64(s.leaseLost), true })
-}
-
-func lastOutcome(s *jobSeries) leasestore.Outcome {
-	if s.st.LastOutcome == nil {
-		return leasestore.Outcome{}
-	}
-	return s.st.LastOutcome.Outcome
 }
 
 // jobLabel is the job_id label of a series: not "job", which Prometheus

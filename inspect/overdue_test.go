@@ -272,3 +272,19 @@ func TestLeasesMarkOverdue(t *testing.T) {
 		t.Errorf("piped: stdout %q, stderr %q; want the lines as they were, no note", out.String(), errOut.String())
 	}
 }
+
+// Exactly JobSeriesLimit jobs all have series: nothing is truncated.
+func TestMetricsPerJobAtTheLimit(t *testing.T) {
+	s := newFakeStore(t0)
+	for i := range JobSeriesLimit {
+		s.job(fmt.Sprintf("job-%05d", i))
+	}
+	m := NewMetrics()
+	if _, err := (&Reaper{Store: s, Metrics: m}).Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := series(t, m)
+	if _, last := got[`leasectl_job_quarantined{job_id="job-00999"}`]; got["leasectl_job_series_truncated"] != 0 || !last {
+		t.Errorf("truncated %v, the last job's series there %v; want 0 and true", got["leasectl_job_series_truncated"], last)
+	}
+}
