@@ -9,7 +9,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X github.com/leasectl/leasectl/cmd.version=$(VERSION) \
 	-X github.com/leasectl/leasectl/cmd.commit=$(COMMIT) -X github.com/leasectl/leasectl/cmd.date=$(DATE)
 
-.PHONY: build test deps vet fmt-check staticcheck bench chaos man completions release-check fuzz
+.PHONY: build test deps vet fmt-check staticcheck rules-check bench chaos man completions release-check fuzz
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/leasectl .
@@ -18,7 +18,8 @@ build:
 # redis-cli (Debian's redis-tools), which forms the test Redis Clusters,
 # etcd with etcdctl (etcd-server, etcd-client) for the etcd store's tests, and
 # PostgreSQL (initdb and postgres live in /usr/lib/postgresql/*/bin, off PATH),
-# and chromium, the headless browser the on-call page's tests drive.
+# chromium, the headless browser the on-call page's tests drive, and
+# promtool (Debian's prometheus), which checks the shipped alerting rules.
 deps:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || { \
 		echo "installing redis-server and redis-tools"; \
@@ -35,6 +36,9 @@ deps:
 	@command -v chromium >/dev/null 2>&1 || { \
 		echo "installing chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	@command -v promtool >/dev/null 2>&1 || { \
+		echo "installing prometheus (for promtool)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; }
 
 vet:
 	$(GO) vet ./...
@@ -58,9 +62,16 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
+# rules-check checks the shipped Prometheus rules (packaging/prometheus)
+# and runs their unit tests: each alert fires on the reaper's series, and
+# only then.
+rules-check:
+	promtool check rules packaging/prometheus/leasectl.rules.yml
+	cd packaging/prometheus && promtool test rules leasectl.rules.test.yml
+
 # The race detector needs cgo; everything else stays static. The tests
 # include the package init budget (internal/initbudget).
-test: deps fmt-check vet staticcheck
+test: deps fmt-check vet staticcheck rules-check
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 # bench prints every figure of docs/design.md §8 as `name value unit # target`,
@@ -116,6 +127,7 @@ release-check: $(GORELEASER)
 		/etc/leasectl/leasectl.env /usr/lib/systemd/system/leasectl-registry.service \
 		/etc/leasectl/registry.env /etc/leasectl/registry.tokens /usr/share/bash-completion/completions/leasectl \
 		/usr/share/zsh/vendor-completions/_leasectl /usr/share/fish/vendor_completions.d/leasectl.fish \
+		/usr/share/leasectl/prometheus/leasectl.rules.yml /usr/share/leasectl/grafana/leasectl.json \
 		$$(cd gen/man && ls *.1.gz | sed 's|^|/usr/share/man/man1/|'); do \
 		grep -q " \.$$f$$" dist/deb-contents.txt || { echo "release-check: $$f is missing from the deb" >&2; exit 1; }; \
 	done

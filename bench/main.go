@@ -51,6 +51,7 @@ var steps = []step{
 	{"failover", (*bench).failover}, {"failfast", (*bench).failFast}, {"rss", (*bench).rss},
 	{"store", (*bench).storeFigures}, {"fence", (*bench).fenceFigures}, {"topologies", (*bench).topologies},
 	{"etcd", (*bench).etcdFigures}, {"postgres", (*bench).postgres}, {"registry", (*bench).registryFigures},
+	{"overdue", (*bench).overdueFigures},
 }
 
 func run() error {

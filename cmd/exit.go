@@ -23,6 +23,7 @@ const (
 	exitForbidden   = 79  // the store refused the operation to the credentials' role (a registry's 403)
 	exitMaxRuntime  = 124 // --max-runtime passed (like timeout(1))
 	exitStopped     = 80  // an operator stopped the run (leasectl stop)
+	exitFound       = 81  // scan --fail-on: the scan found what it names (a crash, an overdue job, a quarantined job)
 	exitLeaseLost   = 125 // the lease was lost; the child was killed
 	exitSignalBase  = 128 // 128+N: the child died of signal N, or a signal ended the wait
 )

@@ -28,7 +28,9 @@ func NewCmdLs(f *Factory, runF func(*LsOptions) error) *cobra.Command {
 		Short: "List the leases held now",
 		Long: `List the leases held now, ordered by job: the job, the worker and host
 holding it, its fencing token, how long it has been running and how long its
-lease has left before it expires unless renewed.
+lease has left before it expires unless renewed. A lease of a job past its
+expectation (leasectl expect) is marked overdue; overdue jobs that are not
+running are counted in one line on stderr.
 ` + outputHelp + `
 
 Exit status: 0 whether leases are held or not, 64 for bad flags or
@@ -54,6 +56,12 @@ func lsRun(ctx context.Context, opts *LsOptions) error {
 		if err != nil {
 			return fmt.Errorf("list leases: %w", err)
 		}
-		return printer(opts.IO, opts.JSON, opts.Now()).Leases(leases)
+		// Marking overdue jobs is a bonus: a store that cannot list them (a
+		// registry older than expectations) still gets its leases listed.
+		overdue, err := s.Overdue(ctx)
+		if err != nil {
+			fmt.Fprintf(opts.IO.ErrOut, "could not mark overdue jobs: %v\n", err)
+		}
+		return printer(opts.IO, opts.JSON, opts.Now()).Leases(leases, overdue)
 	})
 }

@@ -99,6 +99,9 @@ watchdog).`,
 			if err := positiveDurations(cmd.Flags(), "ttl", "heartbeat", "safety", "evidence-ttl", "grace", "max-runtime", "min-interval", "wait-timeout"); err != nil {
 				return err
 			}
+			if err := expectFlags(cmd.Flags(), &c.Expect); err != nil {
+				return err
+			}
 			if opts.ConflictExitCode < 0 || opts.ConflictExitCode > 255 {
 				return usageError(fmt.Errorf("--conflict-exit-code %d must be between 0 and 255", opts.ConflictExitCode))
 			}
@@ -128,6 +131,8 @@ watchdog).`,
 	fl.DurationVar(&c.MinInterval, "min-interval", 0, "skip (exit 0) if the job last succeeded less than this long ago")
 	fl.StringVar(&c.Region, "region", "", "this worker's region: a job first granted in a region is refused to workers of others (exit 78); default: a registry URL's ?region=, else any")
 	fl.Var(timestampFlag{&c.Deadline}, "ttl-deadline", "the job's hard deadline, an RFC 3339 time: past it by the store's clock (on etcd, the acquiring host's) the job is refused for good (exit 77), also while --wait waits")
+	fl.Duration("expect-every", 0, "the job must complete successfully at least this often, or it is overdue (scan, ls, status, metrics); recorded on the job, last writer wins")
+	fl.Duration("expect-grace", 0, "with --expect-every: how late a success may be before the job is overdue")
 	for name, rule := range ttlDerived {
 		fl.Lookup(name).DefValue = rule
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,6 +43,11 @@ type ScanOptions struct {
 	Interval    time.Duration
 	MetricsAddr string
 	JSON        bool
+	// Overdue lists the overdue jobs (after the crashes) on stdout.
+	Overdue bool
+	// FailOn names what makes a single scan exit exitFound: "crashed",
+	// "overdue", "quarantined".
+	FailOn []string
 }
 
 // NewCmdScan builds `leasectl scan`. runF, when not nil, replaces the
@@ -48,7 +55,7 @@ type ScanOptions struct {
 func NewCmdScan(f *Factory, runF func(*ScanOptions) error) *cobra.Command {
 	opts := &ScanOptions{IO: f.IO, Now: f.Now, OpenStore: f.OpenStore, Logger: f.Logger, Outbox: f.hostOutbox}
 	c := &cobra.Command{
-		Use:   "scan [--watch [--interval D] [--metrics-addr ADDR]]",
+		Use:   "scan [--overdue] [--fail-on WHAT] [--watch [--interval D] [--metrics-addr ADDR]]",
 		Short: "Find crashed runs, count each crash once, quarantine poison jobs",
 		Long: `The reaper. Find the runs whose supervisor vanished (SIGKILL, a host that
 went down): their crash evidence is in the store but their lease expired
@@ -59,7 +66,19 @@ threshold its last run was started with (--max-crashes) is quarantined.
 Prints what it found: job, worker, host, pid, when it started, how long it
 had been stale, its consecutive crashes, and whether it is now quarantined.
 
+It also looks for the jobs past their expectation (leasectl expect, run
+--expect-every): a job that did not complete successfully for longer than
+its period plus grace. Each is a warning on stderr ("job X is overdue: last
+succeeded 3h ago, expected every 1h (grace 10m)"); --overdue lists them on
+stdout too, after the crashes: job, last success, silent for, every, grace,
+overdue by (with --json, the output is then {"crashes": [...], "overdue":
+[...]} instead of the crashes' array). --fail-on crashed,overdue,quarantined
+makes a single scan exit 81 when it counted a crash, found an overdue job,
+or the store holds a quarantined job, for scripts and cron checks.
+
 With --watch, scans every --interval until SIGTERM or SIGINT, then exits 0.
+A job that becomes overdue is a warning in the log, once, and one that is
+back in time an info line.
 A crash is found within its job's TTL plus the interval. A failed pass (the
 store unreachable) is logged and the reaper goes on. Each pass first
 delivers the outcomes that runs on this host could not record in time (a
@@ -69,14 +88,25 @@ crashes prints them; with --json, as one JSON object per line.
 --metrics-addr serves Prometheus metrics at http://ADDR/metrics:
 leasectl_recovered_crashes_total, leasectl_stale_duration_seconds,
 leasectl_reaper_runs_total, leasectl_reaper_errors_total,
-leasectl_quarantined_jobs and leasectl_inflight_jobs.
+leasectl_quarantined_jobs, leasectl_inflight_jobs, leasectl_overdue_jobs,
+leasectl_reaper_last_success_timestamp_seconds, and per job (label job_id,
+at most 1,000 jobs: the overdue first, then the first by ID;
+leasectl_job_series_truncated says when there are more)
+leasectl_job_last_success_timestamp_seconds,
+leasectl_job_last_run_duration_seconds, leasectl_job_last_run_result,
+leasectl_job_expected_interval_seconds, leasectl_job_overdue,
+leasectl_job_consecutive_crashes, leasectl_job_quarantined and
+leasectl_job_lease_lost_total. Each pass then also reads those jobs'
+statuses.
 ` + outputHelp + `
 
 Exit status: 0 whether crashes were found or not (also after SIGTERM or
-SIGINT with --watch), 64 for bad flags, 69 if the store is unreachable
-(a single scan only), 1 if --watch cannot serve its metrics.`,
+SIGINT with --watch), 81 when --fail-on names what the scan found, 64 for
+bad flags, 69 if the store is unreachable (a single scan only), 1 if
+--watch cannot serve its metrics.`,
 		Example: `  leasectl scan
   leasectl scan --json | jq -r '.[] | select(.quarantined) | .job'
+  leasectl scan --overdue --fail-on overdue,quarantined
   leasectl scan --watch --interval 5s --metrics-addr 127.0.0.1:9465`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -93,6 +123,8 @@ SIGINT with --watch), 64 for bad flags, 69 if the store is unreachable
 	c.Flags().DurationVar(&opts.Interval, "interval", defaultScanInterval, "time between scans with --watch")
 	c.Flags().StringVar(&opts.MetricsAddr, "metrics-addr", "", "with --watch, serve Prometheus metrics at http://ADDR/metrics (host:port)")
 	c.Flags().BoolVar(&opts.JSON, "json", false, jsonFlagHelp)
+	c.Flags().BoolVar(&opts.Overdue, "overdue", false, "list the overdue jobs on stdout too, after the crashes")
+	c.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 81 when the scan finds any of these: crashed, overdue, quarantined (comma-separated)")
 	return c
 }
 
@@ -110,6 +142,16 @@ func validateScan(c *cobra.Command, opts *ScanOptions) error {
 			if c.Flags().Changed(name) {
 				return fmt.Errorf("--%s needs --watch", name)
 			}
+		}
+	}
+	for _, name := range []string{"overdue", "fail-on"} {
+		if opts.Watch && c.Flags().Changed(name) {
+			return fmt.Errorf("--%s is for a single scan, not --watch (which logs the overdue jobs and serves their metrics)", name)
+		}
+	}
+	for _, what := range opts.FailOn {
+		if !slices.Contains(failOnChoices, what) {
+			return fmt.Errorf("invalid --fail-on %q: want any of %s, comma-separated", what, strings.Join(failOnChoices, ","))
 		}
 	}
 	if opts.Interval <= 0 {
@@ -135,11 +177,7 @@ func scanRun(ctx context.Context, opts *ScanOptions) error {
 			}
 			deliverOutbox(ctx, box, s, log, onCallTimeout)
 		}
-		crashes, err := (&inspect.Reaper{Store: s}).Pass(ctx)
-		if err != nil {
-			return err
-		}
-		return printer(opts.IO, opts.JSON, opts.Now()).Crashes(crashes)
+		return scanOnce(ctx, opts, s)
 	})
 }
 
@@ -193,6 +231,10 @@ func scanWatch(ctx context.Context, opts *ScanOptions) (err error) {
 	defer ticker.Stop()
 	log.Info().Dur("interval", opts.Interval).Msg("watching for crashed jobs until SIGTERM or SIGINT")
 	p := printer(opts.IO, opts.JSON, opts.Now())
+	reaper.OnOverdue = func(c inspect.OverdueChange) error {
+		logOverdue(log, c)
+		return nil
+	}
 	werr := reaper.Watch(ctx, ticker.C, p.CrashStream,
 		func(err error) { log.Error().Err(err).Msg("scan pass failed; retrying at the next interval") })
 	cancel()

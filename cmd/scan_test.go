@@ -109,6 +109,8 @@ func TestScanWatchStreamsJSONLinesAndServesMetrics(t *testing.T) {
 	var out, logs syncBuffer
 	ios := &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &logs}
 	store := countingStore{stubStore: sampleStore(), passes: make(chan struct{}, 1)}
+	store.overdue = []leasestore.Overdue{{Job: "nightly-report", Expect: leasestore.Expectation{Every: 24 * time.Hour, Grace: time.Hour},
+		LastSuccess: oncallNow.Add(-26 * time.Hour), Due: oncallNow.Add(-time.Hour), Now: oncallNow}}
 	opts := &ScanOptions{
 		IO: ios, Now: fixedNow, OpenStore: opener(store),
 		Logger: func() (zerolog.Logger, error) { return zerolog.New(&logs), nil },
@@ -144,6 +146,16 @@ func TestScanWatchStreamsJSONLinesAndServesMetrics(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^leasectl_inflight_jobs 2$`).Match(body) {
 		t.Errorf("metrics lack the in-flight gauge from Counts:\n%s", body)
+	}
+	for _, want := range []string{`(?m)^leasectl_overdue_jobs 1$`, `(?m)^leasectl_job_overdue\{job_id="nightly-report"\} 1$`,
+		`(?m)^leasectl_job_quarantined\{job_id="billing-sync"\} 1$`} {
+		if !regexp.MustCompile(want).Match(body) {
+			t.Errorf("metrics lack %s:\n%s", want, body)
+		}
+	}
+	// Overdue on every pass, said once.
+	if n := strings.Count(logs.String(), "job nightly-report is overdue"); n != 1 {
+		t.Errorf("the overdue job was logged %d times over three passes, want once:\n%s", n, logs.String())
 	}
 
 	cancel()

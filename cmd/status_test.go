@@ -34,8 +34,22 @@ type stubStore struct {
 	leases      []leasestore.Holder
 	current     int64 // CheckToken: the current live token
 	notes       map[string]leasestore.Note
+	overdue     []leasestore.Overdue
 	closed      bool
 }
+
+func (s *stubStore) Expect(_ context.Context, job string, x *leasestore.Expectation, note leasestore.Note) error {
+	if s.err != nil {
+		return s.err
+	}
+	if s.notes == nil {
+		s.notes = map[string]leasestore.Note{}
+	}
+	s.notes[job] = leasestore.Note{By: note.By, Reason: x.Detail(note)}
+	return nil
+}
+
+func (s *stubStore) Overdue(context.Context) ([]leasestore.Overdue, error) { return s.overdue, s.err }
 
 func (s *stubStore) Acquire(context.Context, leasestore.AcquireRequest) (*leasestore.Lease, error) {
 	return nil, errors.New("stub: Acquire is not used by the on-call commands")
@@ -197,6 +211,7 @@ func sampleStore() *stubStore {
 				},
 				LastSuccess: oncallNow.Add(-26*time.Hour + 72*time.Second),
 				History:     history,
+				Expect:      &leasestore.Expectation{Every: 24 * time.Hour, Grace: time.Hour, Since: oncallNow.Add(-30 * 24 * time.Hour)},
 			},
 			"etl:orders": {
 				Job: "etl:orders", State: leasestore.StateCrashed, Now: oncallNow,

@@ -47,6 +47,16 @@
 //	 "crashes": int,           // consecutive crashes, this one included
 //	 "quarantined": bool}      // this crash quarantined the job
 //
+// Overdue — `scan --overdue --json` prints {"crashes": [Crash], "overdue":
+// [Overdue]} instead of the crashes' array:
+//
+//	{"job": string, "every_ms": int, "grace_ms": int,
+//	 "last_success": time,     // null if it never succeeded
+//	 "due_at": time,           // when it became overdue
+//	 "silent_for_ms": int,     // since its last success, or since its
+//	                           // expectation was set if it never succeeded
+//	 "overdue_ms": int}        // now - due_at, by the store's clock
+//
 // Quarantine — `quarantine list` prints an array of them:
 //
 //	{"job": string, "crashes": int, "since": time, "reason": string,
@@ -56,10 +66,13 @@
 // `quarantine show JOB` prints one Quarantine object with two more keys:
 // "max_crashes": int and "history": [Event].
 //
-// Action — `quarantine release`, `quarantine add` and `stop` print:
+// Action — `quarantine release`, `quarantine add`, `stop` and `expect`
+// print:
 //
-//	{"job": string, "action": "released" | "quarantined" | "stop-requested",
-//	 "by": string, "reason": string, "at": time}
+//	{"job": string, "action": "released" | "quarantined" | "stop-requested" |
+//	 "expectation-set" | "expectation-cleared",
+//	 "by": string, "reason": string, "at": time,
+//	 "every_ms": int, "grace_ms": int (expectation-set only)}
 //
 // Lease — `ls` prints an array of them:
 //
@@ -67,8 +80,10 @@
 //	 "token": int, "attempt": int, "command": [string],
 //	 "started_at": time, "expires_at": time,
 //	 "running_for_ms": int, "ttl_left_ms": int, "last_rtt_ms": float,
-//	 "stop": {"by": string, "reason": string, "requested_at": time}}
-//	                           // stop: only while an operator's stop is pending
+//	 "stop": {"by": string, "reason": string, "requested_at": time},
+//	 "overdue": true}          // stop: only while an operator's stop is pending;
+//	                           // overdue: only for a job past its
+//	                           // expectation (ls)
 //
 // Status — `status JOB` prints:
 //
@@ -86,7 +101,10 @@
 //	                           // exit_code -1, duration_ms 0, the
 //	                           // crash's detail as reason)
 //	 "last_success": time,     // null if it never completed
-//	 "history": [Event]}       // oldest first, at most 20
+//	 "history": [Event],       // oldest first, at most 20
+//	 "expect": {"every_ms": int, "grace_ms": int, "since": time,
+//	            "due_at": time} | null, // the job's expectation
+//	 "overdue": bool}          // past it, by the store's clock
 //
 //	Outcome: {"result": "COMPLETED" | "FAILED" | "CRASHED" | "NOT-STARTED",
 //	          "exit_code": int,  // -1 when it died of a signal
@@ -95,7 +113,7 @@
 //	          "token": int, "finished_at": time}
 //	Event:   {"at": time, "event": "acquired" | "released" | "crashed" |
 //	          "quarantined" | "released-from-quarantine" | "lease-lost" |
-//	          "late-outcome" | "stop-requested",
+//	          "late-outcome" | "stop-requested" | "expectation-set",
 //	          "worker": string, "token": int, "detail": string}
 //
 // TokenCheck — `token check` prints (the exit status still says 0 valid,
@@ -111,6 +129,14 @@
 // `scan --watch --metrics-addr ADDR` serves, at /metrics, on a registry of
 // its own (no Go or process collectors): leasectl_recovered_crashes_total,
 // leasectl_stale_duration_seconds (histogram), leasectl_reaper_runs_total,
-// leasectl_reaper_errors_total, leasectl_quarantined_jobs and
-// leasectl_inflight_jobs.
+// leasectl_reaper_errors_total, leasectl_quarantined_jobs,
+// leasectl_inflight_jobs, leasectl_overdue_jobs,
+// leasectl_reaper_last_success_timestamp_seconds,
+// leasectl_job_series_truncated, and per job (label job_id, at most
+// JobSeriesLimit jobs: jobmetrics.go) leasectl_job_last_success_timestamp_seconds,
+// leasectl_job_last_run_duration_seconds, leasectl_job_last_run_result,
+// leasectl_job_expected_interval_seconds, leasectl_job_overdue,
+// leasectl_job_consecutive_crashes, leasectl_job_quarantined and
+// leasectl_job_lease_lost_total. The shipped alerting rules and dashboard
+// (packaging/prometheus, packaging/grafana) name only these.
 package inspect

@@ -35,6 +35,10 @@ type fakeJob struct {
 	crashes    int
 	quarantine *leasestore.Quarantine
 	history    []leasestore.Event
+	// expect, lastSuccess and lastOutcome: expectations (Expect, Overdue).
+	expect      *leasestore.Expectation
+	lastSuccess time.Time
+	lastOutcome *leasestore.LastOutcome
 }
 
 func newFakeStore(now time.Time) *fakeStore {
@@ -124,7 +128,9 @@ func (s *fakeStore) Renew(context.Context, *leasestore.Lease) error {
 	return errors.New("fake store: Renew is not supported")
 }
 
-func (s *fakeStore) Release(_ context.Context, l *leasestore.Lease, _ leasestore.Outcome) error {
+// Release ends l's run as completed (a success) or failed, whatever else
+// out says.
+func (s *fakeStore) Release(_ context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	j := s.job(l.Job)
@@ -132,8 +138,12 @@ func (s *fakeStore) Release(_ context.Context, l *leasestore.Lease, _ leasestore
 		return leasestore.ErrLeaseLost
 	}
 	j.evidence = nil
-	j.crashes = 0
-	s.event(j, leasestore.EventReleased, l.Holder, l.Token, "completed")
+	j.lastOutcome = &leasestore.LastOutcome{Outcome: out, Worker: l.Holder, Token: l.Token, FinishedAt: s.now}
+	if out.Result == leasestore.ResultCompleted {
+		j.crashes = 0
+		j.lastSuccess = s.now
+	}
+	s.event(j, leasestore.EventReleased, l.Holder, l.Token, string(out.Result))
 	return nil
 }
 
@@ -215,6 +225,39 @@ func (s *fakeStore) Stop(_ context.Context, job string, note leasestore.Note) er
 	return nil
 }
 
+func (s *fakeStore) Expect(_ context.Context, job string, x *leasestore.Expectation, _ leasestore.Note) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	j := s.job(job)
+	j.expect = nil
+	if x != nil {
+		j.expect = &leasestore.Expectation{Every: x.Every, Grace: x.Grace, Since: s.now}
+	}
+	return nil
+}
+
+func (s *fakeStore) Overdue(context.Context) ([]leasestore.Overdue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	var out []leasestore.Overdue
+	for _, name := range s.names() {
+		j := s.jobs[name]
+		if j.expect == nil {
+			continue
+		}
+		if due := j.expect.Due(j.lastSuccess); s.now.After(due) {
+			out = append(out, leasestore.Overdue{Job: name, Expect: *j.expect, LastSuccess: j.lastSuccess, Due: due, Now: s.now})
+		}
+	}
+	return out, nil
+}
+
 func (s *fakeStore) ReleaseQuarantine(_ context.Context, job string, note leasestore.Note) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -243,6 +286,7 @@ func (s *fakeStore) Status(_ context.Context, job string) (*leasestore.JobStatus
 		return st, nil
 	}
 	st.LastToken, st.Attempts, st.Crashes, st.MaxCrashes = j.lastToken, j.attempts, j.crashes, j.maxCrashes
+	st.Expect, st.LastSuccess, st.LastOutcome = j.expect, j.lastSuccess, j.lastOutcome
 	st.History = append([]leasestore.Event(nil), j.history...)
 	switch {
 	case j.quarantine != nil:

@@ -104,6 +104,8 @@ type leaseJSON struct {
 	LastRTTMS float64 `json:"last_rtt_ms"`
 	// Stop is an operator's request that the run stop; absent when none.
 	Stop *stopJSON `json:"stop,omitempty"`
+	// Overdue: the job is past its expectation (ls only).
+	Overdue bool `json:"overdue,omitempty"`
 }
 
 type stopJSON struct {
@@ -184,6 +186,17 @@ type statusJSON struct {
 	LastOutcome *outcomeJSON    `json:"last_outcome"`
 	LastSuccess jsonTime        `json:"last_success"`
 	History     []eventJSON     `json:"history"`
+	// Expect is the job's expectation, null when none; Overdue whether
+	// the job is past it.
+	Expect  *expectJSON `json:"expect"`
+	Overdue bool        `json:"overdue"`
+}
+
+type expectJSON struct {
+	EveryMS int64    `json:"every_ms"`
+	GraceMS int64    `json:"grace_ms"`
+	Since   jsonTime `json:"since"`
+	DueAt   jsonTime `json:"due_at"`
 }
 
 func statusView(st *leasestore.JobStatus) statusJSON {
@@ -204,6 +217,11 @@ func statusView(st *leasestore.JobStatus) statusJSON {
 	if st.Quarantine != nil {
 		q := quarantineView(st.Quarantine)
 		v.Quarantine = &q
+	}
+	if x := st.Expect; x != nil {
+		v.Expect = &expectJSON{EveryMS: millis(x.Every), GraceMS: millis(x.Grace), Since: jsonTime(x.Since),
+			DueAt: jsonTime(x.Due(st.LastSuccess))}
+		v.Overdue = st.Overdue()
 	}
 	return v
 }

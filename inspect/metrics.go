@@ -32,6 +32,11 @@ type Metrics struct {
 	quarantined int
 	inflight    int
 	stale       histogram
+	// The jobs' series and what goes with them (jobmetrics.go).
+	overdueJobs int
+	lastPass    time.Time
+	jobs        map[string]*jobSeries
+	truncated   bool
 }
 
 // staleBuckets span a scan right after the liveness expired (sub-second
@@ -123,6 +128,7 @@ func (m *Metrics) WriteText(w io.Writer) error {
 	sample(b, "leasectl_quarantined_jobs", "", float64(m.quarantined))
 	family(b, "leasectl_inflight_jobs", "gauge", "Live leases in the store, as of the last successful pass.")
 	sample(b, "leasectl_inflight_jobs", "", float64(m.inflight))
+	m.writeJobs(b)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

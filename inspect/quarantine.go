@@ -92,15 +92,20 @@ const (
 	ActionQuarantined   = "quarantined"
 	ActionReleased      = "released"
 	ActionStopRequested = "stop-requested"
+	// ActionExpectationSet and ActionExpectationCleared: `leasectl expect`.
+	ActionExpectationSet     = "expectation-set"
+	ActionExpectationCleared = "expectation-cleared"
 )
 
 // Action is an operator's decision on a job, as confirmed to them.
 type Action struct {
 	Job    string
-	Action string // ActionQuarantined, ActionReleased or ActionStopRequested
+	Action string // one of the Action constants
 	By     string
 	Reason string
 	At     time.Time
+	// Expect is the expectation set, for ActionExpectationSet.
+	Expect *leasestore.Expectation
 }
 
 type actionJSON struct {
@@ -109,13 +114,20 @@ type actionJSON struct {
 	By     string   `json:"by"`
 	Reason string   `json:"reason"`
 	At     jsonTime `json:"at"`
+	// EveryMS and GraceMS: the expectation set (expectation-set only).
+	EveryMS int64 `json:"every_ms,omitempty"`
+	GraceMS int64 `json:"grace_ms,omitempty"`
 }
 
 // Action confirms an operator action: one line on stderr (stdout stays
 // empty for scripts), or the JSON object on stdout with --json.
 func (p *Printer) Action(a Action) error {
 	if p.Format == FormatJSON {
-		return p.writeJSON(actionJSON{Job: a.Job, Action: a.Action, By: a.By, Reason: a.Reason, At: jsonTime(a.At)})
+		j := actionJSON{Job: a.Job, Action: a.Action, By: a.By, Reason: a.Reason, At: jsonTime(a.At)}
+		if a.Expect != nil {
+			j.EveryMS, j.GraceMS = a.Expect.Every.Milliseconds(), a.Expect.Grace.Milliseconds()
+		}
+		return p.writeJSON(j)
 	}
 	var msg string
 	switch a.Action {
@@ -123,11 +135,25 @@ func (p *Printer) Action(a Action) error {
 		msg = fmt.Sprintf("released job %s from quarantine; its crash count is reset (by %s: %s)", a.Job, a.By, a.Reason)
 	case ActionStopRequested:
 		msg = fmt.Sprintf("asked job %s to stop: its holder stops the child at its next renewal, SIGTERM then SIGKILL after its --grace (by %s: %s)", a.Job, a.By, a.Reason)
+	case ActionExpectationSet:
+		msg = fmt.Sprintf("job %s must succeed every %s: overdue %s after its last success (%s)", a.Job, a.Expect.Every,
+			a.Expect.Every+a.Expect.Grace, byWhom(a))
+	case ActionExpectationCleared:
+		msg = fmt.Sprintf("job %s has no expectation any more: it is never overdue (%s)", a.Job, byWhom(a))
 	default:
 		msg = fmt.Sprintf("quarantined job %s: `leasectl run` refuses it (exit 76) until `leasectl quarantine release %s` (by %s: %s)", a.Job, a.Job, a.By, a.Reason)
 	}
 	_, err := fmt.Fprintln(p.ErrOut, msg)
 	return err
+}
+
+// byWhom is who did a and why: "by alice@host: reason", or without a
+// reason "by alice@host".
+func byWhom(a Action) string {
+	if a.Reason == "" {
+		return "by " + a.By
+	}
+	return "by " + a.By + ": " + a.Reason
 }
 
 // optional shows s, or "-" on a terminal and an empty field when piped

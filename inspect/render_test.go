@@ -145,7 +145,7 @@ func TestEmptyResult(t *testing.T) {
 	} {
 		var out, errOut bytes.Buffer
 		p := &Printer{Out: &out, ErrOut: &errOut, Format: tc.format, Now: t0}
-		if err := p.Leases(nil); err != nil {
+		if err := p.Leases(nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if out.String() != tc.stdout || errOut.String() != tc.stder {
@@ -201,7 +201,7 @@ func TestLeaseAgesFollowTheStoresClock(t *testing.T) {
 		StartedAt: storeNow.Add(-90 * time.Second), ExpiresAt: storeNow.Add(20 * time.Second), ReadAt: storeNow}
 	var out bytes.Buffer
 	p := &Printer{Out: &out, Format: FormatPlain, Now: t0}
-	if err := p.Leases([]leasestore.Holder{h}); err != nil {
+	if err := p.Leases([]leasestore.Holder{h}, nil); err != nil {
 		t.Fatal(err)
 	}
 	fields := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\t")

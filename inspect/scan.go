@@ -23,28 +23,55 @@ type Reaper struct {
 	// bounded by the pass's ctx (scan --watch delivers the host's late
 	// outcomes with it).
 	BeforePass func(ctx context.Context)
+	// OnOverdue, when not nil, receives after each pass of Watch the jobs
+	// that became overdue, or came back in time, since the previous pass
+	// (nothing when nothing changed); its error stops Watch, as found's.
+	OnOverdue func(OverdueChange) error
+	// Now is the reaper's clock, which stamps its last successful pass for
+	// Metrics; nil: time.Now.
+	Now func() time.Time
+
+	// overdue are the jobs the last pass found overdue (Changed);
+	// lastOverdue the last pass's list, when it read one.
+	overdue     map[string]bool
+	lastOverdue []leasestore.Overdue
 }
 
 // Pass runs one scan. It returns the crashes the store counted; they are
-// returned even when reading the store-wide gauges for Metrics failed
-// afterwards, because they are consumed and would not be found again.
+// returned even when reading the store-wide gauges, the overdue jobs or the
+// jobs' series for Metrics failed afterwards, because they are consumed and
+// would not be found again. With Metrics or OnOverdue it lists the overdue
+// jobs too, and with Metrics it refreshes the jobs' series (jobmetrics.go).
 func (r *Reaper) Pass(ctx context.Context) ([]leasestore.Crash, error) {
 	r.Metrics.observeRun()
+	r.lastOverdue = nil
 	crashes, err := r.Store.Scan(ctx)
 	if err != nil {
 		r.Metrics.observeFailure()
 		return nil, fmt.Errorf("scan for crashed jobs: %w", err)
 	}
 	r.Metrics.observeCrashes(crashes)
-	if r.Metrics == nil {
+	if r.Metrics == nil && r.OnOverdue == nil {
 		return crashes, nil
 	}
-	counts, err := r.Store.Counts(ctx)
-	if err != nil {
-		r.Metrics.observeFailure()
-		return crashes, fmt.Errorf("read in-flight and quarantined counts: %w", err)
+	if r.Metrics != nil {
+		counts, err := r.Store.Counts(ctx)
+		if err != nil {
+			r.Metrics.observeFailure()
+			return crashes, fmt.Errorf("read in-flight and quarantined counts: %w", err)
+		}
+		r.Metrics.observeCounts(counts)
 	}
-	r.Metrics.observeCounts(counts)
+	overdue, err := r.Overdue(ctx)
+	if err != nil {
+		return crashes, err
+	}
+	if err := r.refreshJobs(ctx, overdue); err != nil {
+		r.Metrics.observeFailure()
+		return crashes, err
+	}
+	r.lastOverdue = overdue
+	r.Metrics.observePass(r.now())
 	return crashes, nil
 }
 
@@ -61,6 +88,13 @@ func (r *Reaper) Watch(ctx context.Context, ticks <-chan time.Time, found func([
 				return ferr
 			}
 		}
+		if err == nil && r.OnOverdue != nil {
+			if c := r.Changed(r.lastOverdue); len(c.Late) > 0 || len(c.BackInTime) > 0 {
+				if ferr := r.OnOverdue(c); ferr != nil {
+					return ferr
+				}
+			}
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -73,6 +107,13 @@ func (r *Reaper) Watch(ctx context.Context, ticks <-chan time.Time, found func([
 		case <-ticks:
 		}
 	}
+}
+
+func (r *Reaper) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
 }
 
 func (r *Reaper) pass(ctx context.Context) ([]leasestore.Crash, error) {

@@ -12,12 +12,12 @@ import (
 
 // NeverSeen reports whether the store has no record of st's job at all:
 // no lease or crash evidence, no token ever granted, no outcome, no
-// quarantine and no history. A job ID mistyped looks like this, and so
-// does a job whose store lost its data.
+// quarantine, no expectation and no history. A job ID mistyped looks like
+// this, and so does a job whose store lost its data.
 func NeverSeen(st *leasestore.JobStatus) bool {
 	return st.Holder == nil && st.Crashed == nil && st.Quarantine == nil && st.LastOutcome == nil &&
 		st.LastToken == 0 && st.Attempts == 0 && st.Crashes == 0 && st.Region == "" &&
-		st.LastSuccess.IsZero() && len(st.History) == 0
+		st.LastSuccess.IsZero() && len(st.History) == 0 && st.Expect == nil
 }
 
 // Status prints one job's state (IDLE, RUNNING, CRASHED or QUARANTINED),
@@ -81,7 +81,30 @@ func (p *Printer) Status(st *leasestore.JobStatus) error {
 	}
 	fields = append(fields, outcomeFields(lastRun(st), now)...)
 	fields = append(fields, field{label: "last success", key: "last_success", value: agoCell(st.LastSuccess, now)})
+	fields = append(fields, expectFields(st)...)
 	return p.writeRecord(fields, st.History, now)
+}
+
+// expectFields show the job's expectation and whether it is overdue: on a
+// terminal "every 1h, grace 10m" and "yes, due 2h ago" or "no, due in 40m";
+// piped as one key per value. None without an expectation.
+func expectFields(st *leasestore.JobStatus) []field {
+	x := st.Expect
+	if x == nil {
+		return nil
+	}
+	due := x.Due(st.LastSuccess)
+	overdue := cell{text: "no, due " + relative(due, st.Now), plain: "false", tone: toneGood}
+	if st.Overdue() {
+		overdue = cell{text: "yes, due " + relative(due, st.Now), plain: "true", tone: toneBad}
+	}
+	return []field{
+		{label: "expected", value: textCell(fmt.Sprintf("every %s, grace %s", shortDuration(x.Every), shortDuration(x.Grace)))},
+		{key: "expect_every", value: durationCell(x.Every)},
+		{key: "expect_grace", value: durationCell(x.Grace)},
+		{key: "due_at", value: agoCell(due, st.Now)},
+		{label: "overdue", key: "overdue", value: overdue},
+	}
 }
 
 func stateCell(s leasestore.State) cell {

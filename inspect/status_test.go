@@ -28,6 +28,7 @@ func TestNeverSeen(t *testing.T) {
 		{"a success", leasestore.JobStatus{LastSuccess: at}, false},
 		{"a region", leasestore.JobStatus{Region: "eu"}, false},
 		{"history", leasestore.JobStatus{History: []leasestore.Event{{At: at, Kind: leasestore.EventReleased}}}, false},
+		{"an expectation set before any run", leasestore.JobStatus{Expect: &leasestore.Expectation{Every: time.Hour}}, false},
 	}
 	for _, tt := range tests {
 		if got := NeverSeen(&tt.st); got != tt.want {

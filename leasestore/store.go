@@ -157,6 +157,15 @@ type Operator interface {
 	// CheckToken returns nil when token is job's current fencing token and
 	// its lease is live, and a *StaleTokenError otherwise.
 	CheckToken(ctx context.Context, job string, token int64) error
+
+	// Expect sets job's expectation by an operator's decision (x.Since is
+	// the store's clock, kept when Every and Grace are unchanged), or
+	// clears it when x is nil; either is recorded in the job's history.
+	Expect(ctx context.Context, job string, x *Expectation, note Note) error
+	// Overdue lists the jobs past their expectation at the store's clock,
+	// ordered by job. Its cost follows the overdue jobs where the store
+	// keeps an index by due time.
+	Overdue(ctx context.Context) ([]Overdue, error)
 }
 
 // Subscription delivers release notifications for one job.
@@ -191,6 +200,10 @@ type AcquireRequest struct {
 	// caller's to give, like MinInterval: the store compares, it keeps
 	// nothing.
 	Deadline time.Time
+	// Expect, when not nil, is the job's expectation, recorded with the
+	// grant (last writer wins; its Since is kept while Every and Grace are
+	// unchanged). Nil leaves the job's expectation as it is.
+	Expect *Expectation
 }
 
 // Lease is a granted lease.
@@ -360,6 +373,9 @@ type JobStatus struct {
 	LastOutcome *LastOutcome
 	LastSuccess time.Time // zero if the job never completed successfully
 	History     []Event   // oldest first, at most HistoryLimit
+	// Expect is the job's expectation; nil when it has none. The job is
+	// overdue when Now is past Expect.Due(LastSuccess) (JobStatus.Overdue).
+	Expect *Expectation
 }
 
 // EventKind names a history event.
@@ -375,6 +391,7 @@ const (
 	EventLeaseLost    EventKind = "lease-lost"
 	EventLateOutcome  EventKind = "late-outcome"
 	EventStop         EventKind = "stop-requested"
+	EventExpect       EventKind = "expectation-set"
 )
 
 // Event is one entry of a job's history.

@@ -124,6 +124,8 @@ func TestOpenAPISchemasMatchTheWire(t *testing.T) {
 		"TokenWatchRequest": api.TokenWatchRequest{}, "TokenState": api.TokenState{}, "TokenWatch": api.TokenWatch{},
 		"TokenStates": api.TokenStates{}, "TokenSyncRequest": api.TokenSyncRequest{}, "TokenSync": api.TokenSync{},
 		"TokenWatchSeq": api.TokenWatchSeq{}, "RecordLateRequest": api.RecordLateRequest{}, "Correction": api.Correction{},
+		"Expectation": api.Expectation{}, "ExpectRequest": api.ExpectRequest{}, "Overdue": api.Overdue{},
+		"OverdueJobs": api.OverdueJobs{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {

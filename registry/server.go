@@ -195,6 +195,8 @@ func routes() []route {
 		{"quarantined-jobs", http.MethodGet, api.PathQuarantined, RoleReader, false, (*Server).quarantined},
 		{"stop-job", http.MethodPost, api.PathStop, RoleOperator, true, (*Server).stop},
 		{"jobs", http.MethodGet, api.PathJobs, RoleReader, false, (*Server).jobs},
+		{"expect-job", http.MethodPost, api.PathExpect, RoleOperator, true, (*Server).expect},
+		{"overdue-jobs", http.MethodGet, api.PathOverdue, RoleReader, false, (*Server).overdue},
 		{"leases", http.MethodGet, api.PathLeases, RoleReader, false, (*Server).leases},
 		{"counts", http.MethodGet, api.PathCounts, RoleReader, false, (*Server).counts},
 		{"check-token", http.MethodGet, api.PathCheckToken, RoleReader, false, (*Server).checkToken},

@@ -73,6 +73,8 @@ func TestRoles(t *testing.T) {
 		{http.MethodPost, api.PathScan, struct{}{}, RoleOperator},
 		{http.MethodPost, api.PathQuarantine, quarantine, RoleOperator},
 		{http.MethodPost, api.PathStop, quarantine, RoleOperator},
+		{http.MethodPost, api.PathExpect, api.ExpectRequest{JobID: "j", By: "alice", Expect: &api.Expectation{EveryMS: 3_600_000}}, RoleOperator},
+		{http.MethodGet, api.PathOverdue, nil, RoleReader},
 		{http.MethodGet, api.PathStatus + "j", nil, RoleReader},
 		{http.MethodGet, api.PathLeases, nil, RoleReader},
 		{http.MethodGet, api.PathMetrics, nil, RoleReader},

@@ -43,7 +43,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 	req := leasestore.AcquireRequest{
 		Job: cfg.Job, Holder: cfg.WorkerID, Host: cfg.Host, PID: cfg.PID, Command: cfg.Command,
 		TTL: cfg.TTL, EvidenceTTL: cfg.EvidenceTTL, MaxCrashes: cfg.MaxCrashes, MinInterval: cfg.MinInterval,
-		Region: cfg.Region, Deadline: cfg.Deadline,
+		Region: cfg.Region, Deadline: cfg.Deadline, Expect: cfg.Expect,
 	}
 	var sub leasestore.Subscription
 	defer func() {

@@ -66,6 +66,10 @@ type Config struct {
 	// refused for good (*leasestore.DeadlineError), with --wait too. Zero:
 	// none.
 	Deadline time.Time
+	// Expect is the job's expectation (--expect-every, --expect-grace),
+	// recorded with the grant, last writer wins; nil leaves the job's as
+	// it is.
+	Expect *leasestore.Expectation
 }
 
 // ConfigError names the timing rule a Config breaks.
@@ -162,6 +166,11 @@ func (c *Config) Validate() error {
 		return &ConfigError{Rule: fmt.Sprintf("--evidence-ttl %s must be longer than --ttl + 1m (%s)", c.EvidenceTTL, c.TTL+minEvidenceMargin), Flags: []string{"--evidence-ttl", "--ttl"}}
 	case c.MaxCrashes < 2:
 		return &ConfigError{Rule: fmt.Sprintf("--max-crashes %d must be at least 2", c.MaxCrashes)}
+	}
+	if c.Expect != nil {
+		if err := c.Expect.Validate(); err != nil {
+			return &ConfigError{Rule: fmt.Sprintf("--expect-every %s --expect-grace %s: %v", c.Expect.Every, c.Expect.Grace, err)}
+		}
 	}
 	return nil
 }

@@ -21,17 +21,21 @@ import (
 //	<ns>#job/<job>          record and history (JSON), persistent
 //	<ns>#quarantined/<job>  the quarantine (JSON), while the job is
 //	                        quarantined: the index Quarantined reads
+//	<ns>#due/<µs>/<job>     the job's expectation and last success (JSON),
+//	                        while it has an expectation, keyed by its due
+//	                        time (20 digits): the index Overdue reads
 //
 // '#' cannot occur in a namespace or a job ID, so no namespace's keys fall
 // in another's prefix, and the keys of one kind share a prefix that Scan,
 // Leases and Counts read as a range. Every transition compares the mod
-// revisions of the three per-job keys it read (the quarantine key is
-// written only with the record, so the record's revision guards it).
+// revisions of the three per-job keys it read (the quarantine and due keys are
+// written only with the record, so the record's revision guards them).
 const (
 	kindLive        = "live"
 	kindEvidence    = "ev"
 	kindJob         = "job"
 	kindQuarantined = "quarantined"
+	kindDue         = "due"
 )
 
 // key is the key of job of kind.

@@ -95,6 +95,11 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 		}
 		ops = append(ops, q)
 	}
+	due, err := s.dueWrites(st.job, &before, &r.Record)
+	if err != nil {
+		return nil, nil, err
+	}
+	ops = append(ops, due...)
 	if r.Record == before && len(step.Events) == 0 {
 		return ops, nil, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
 // The embedded store keeps each job in files of its own, so that nothing
@@ -26,6 +27,8 @@ import (
 //	<ns>.store/jobs/<key>                   the job's record, and its lock
 //	<ns>.store/inflight/<h>/<µs>.<key>      a link to it while the job has a run
 //	<ns>.store/quarantined/<key>            a link to it while the job is quarantined
+//	<ns>.store/due/<h>/<µs>.<key>           a link to it while the job has an
+//	                                        expectation, named by its due time
 //	<ns>.notify/<key>                       release notifications (notify.go)
 //
 // <key> is a hash of the job ID (job IDs may hold '/' and be longer than a
@@ -80,6 +83,7 @@ const (
 	jobsDir        = "jobs"
 	inFlightDir    = "inflight"
 	quarantinedDir = "quarantined"
+	dueDir         = "due"
 )
 
 // windowMicros is the span of expiries one in-flight folder holds: an
@@ -214,6 +218,9 @@ func (e *Store) change(lock *os.File, key, job string, t *txn, fn func(t *txn, d
 			return nil, err
 		}
 	}
+	if err := e.indexDue(target, key, before.due, after.due); err != nil {
+		return nil, err
+	}
 	if err := rec.write(lock, v); err != nil {
 		return nil, err
 	}
@@ -224,6 +231,11 @@ func (e *Store) change(lock *os.File, key, job string, t *txn, fn func(t *txn, d
 	}
 	if before.quarantined && !after.quarantined {
 		if err := removeEntry(e.quarantinePath(key)); err != nil {
+			return nil, err
+		}
+	}
+	if !before.due.IsZero() && after.due.IsZero() {
+		if err := removeEntry(e.duePath(key, before.due)); err != nil {
 			return nil, err
 		}
 	}
@@ -245,10 +257,11 @@ type indexed struct {
 	live        bool // the record has a run, indexed by its liveness expiry
 	liveUntil   time.Time
 	quarantined bool
+	due         time.Time // the expectation's due time; zero: none
 }
 
 func (d *jobDoc) index() indexed {
-	x := indexed{quarantined: d.Quarantine != nil}
+	x := indexed{quarantined: d.Quarantine != nil, due: rules.Due(&d.Record)}
 	if d.Run != nil {
 		x.live, x.liveUntil = true, d.Run.LiveUntil
 	}
@@ -287,10 +300,15 @@ func (t *txn) readKey(key, job string) (*jobDoc, error) {
 }
 
 // link makes the index entry at path, a hard link to the job's record file
-// at target, and its folder if need be. An entry already there is fine.
+// at target, and its folder if need be. An entry already there is fine. A
+// folder removed again between its making and the link (the due index's
+// folders of hours passed, which Overdue removes when empty) is made again.
 func (e *Store) link(target, path string) error {
 	err := os.Link(target, path)
-	if errors.Is(err, os.ErrNotExist) {
+	for range 3 {
+		if !errors.Is(err, os.ErrNotExist) {
+			break
+		}
 		if err = e.mkdirEntries(filepath.Dir(path)); err != nil {
 			return err
 		}

@@ -20,7 +20,10 @@
 // Each namespace is a schema of that name (a 64-byte namespace, longer
 // than an identifier, is cut and suffixed with a hash; names starting with
 // pg_ are refused): the tables jobs (the record, one row per job, which is
-// also the job's lock), runs (liveness and evidence of the runs in flight,
+// also the job's lock; since schema version 4 with the job's expectation and
+// due_at, when it becomes overdue, a column PostgreSQL generates from the
+// last success and the expectation and that an index makes Overdue's range),
+// runs (liveness and evidence of the runs in flight,
 // indexed by liveness expiry) and history (the last 20 events per job), a
 // meta table with the schema version, and the functions in sql/ that are
 // the only way leasectl reads or changes them. Each operation is one call

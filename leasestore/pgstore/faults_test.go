@@ -244,7 +244,7 @@ func TestSchemaVersions(t *testing.T) {
 	atVersion := func(ns string, v int) {
 		execSQL(t, srv, fmt.Sprintf(`DROP FUNCTION %[1]s.acquire;
 			CREATE FUNCTION %[1]s.acquire(integer, text, text, text, integer, text[], bigint, bigint, integer, bigint,
-			  text, bigint)
+			  text, bigint, bigint, bigint)
 			RETURNS json LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'at version %d' USING ERRCODE = 'LC001', DETAIL = '%[2]d'; END $$;
 			UPDATE %[1]s.meta SET version = %[2]d`, quoteIdent(ns), v))
 	}

@@ -182,6 +182,23 @@ func TestMigrationFromVersion1(t *testing.T) {
 			t.Errorf("Acquire by the ghost that gave up = %v, want ErrLeaseLost", err)
 		}
 		storetest.Acquire(t, s, storetest.Request("crashy", "w-next", storetest.LongTTL))
+
+		// Version 4's expectations count from the last success version 1
+		// recorded: its due time, a column of the migrated rows, is that
+		// success plus the period, and the migration alone took longer
+		// than a millisecond.
+		alice := leasestore.Note{By: "alice", Reason: "hourly"}
+		if err := s.Expect(storetest.Ctx(t), "done", &leasestore.Expectation{Every: time.Millisecond}, alice); err != nil {
+			t.Fatalf("Expect on a migrated job: %v", err)
+		}
+		if rows, err := srv.Query("SELECT due_at = last_success + interval '1 millisecond' FROM " + schema + ".jobs WHERE job = 'done'"); err != nil ||
+			len(rows) != 1 || rows[0][0] != "t" {
+			t.Errorf("due_at of a migrated job: %q, %v; want its last success + 1ms", rows, err)
+		}
+		overdue, err := s.Overdue(storetest.Ctx(t))
+		if err != nil || len(overdue) != 1 || overdue[0].Job != "done" || !overdue[0].LastSuccess.Equal(v1.status["done"].LastSuccess) {
+			t.Errorf("Overdue() = %+v, %v; want done, last succeeded at %v", overdue, err, v1.status["done"].LastSuccess)
+		}
 	}
 
 	t.Run("leasectl store migrate", func(t *testing.T) {

@@ -155,6 +155,9 @@ type statusReply struct {
 		Crashes     int              `json:"crashes"`
 		MaxCrashes  int              `json:"max_crashes"`
 		LastSuccess int64            `json:"last_success"`
+		ExpectEvery *int64           `json:"x_every_us"` // null: no expectation
+		ExpectGrace int64            `json:"x_grace_us"`
+		ExpectSince int64            `json:"x_since"`
 		Quarantine  *quarantineReply `json:"q"`
 		Outcome     *struct {
 			Result     string `json:"result"`
@@ -190,6 +193,7 @@ func (r *statusReply) status(job string) *leasestore.JobStatus {
 		st.LastToken, st.Attempts, st.Crashes, st.MaxCrashes = j.LastToken, j.Attempts, j.Crashes, j.MaxCrashes
 		st.LastSuccess = usTime(j.LastSuccess)
 		st.Region = j.Region
+		st.Expect = expectation(j.ExpectEvery, j.ExpectGrace, j.ExpectSince)
 		if j.Quarantine != nil {
 			q := j.Quarantine.quarantine()
 			st.Quarantine = &q

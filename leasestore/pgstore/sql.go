@@ -22,6 +22,8 @@ var (
 	tablesV2SQL string
 	//go:embed sql/tables_v3.sql
 	tablesV3SQL string
+	//go:embed sql/tables_v4.sql
+	tablesV4SQL string
 	//go:embed sql/lib.sql
 	libSQL string
 	//go:embed sql/acquire.sql
@@ -52,6 +54,10 @@ var (
 	countsSQL string
 	//go:embed sql/checktoken.sql
 	checkTokenSQL string
+	//go:embed sql/expect.sql
+	expectSQL string
+	//go:embed sql/overdue.sql
+	overdueSQL string
 )
 
 // schemaVersion is the version of the schema this leasectl works with.
@@ -59,14 +65,15 @@ var (
 // client never runs against tables it does not know. Version 2 added
 // regions, round trips and the holder that gave up on its grant
 // (sql/tables_v2.sql); version 3 an operator's request that a run stop,
-// and the outcome a history event carries (sql/tables_v3.sql).
-const schemaVersion = 3
+// and the outcome a history event carries (sql/tables_v3.sql); version 4
+// jobs' expectations, with an index by due time (sql/tables_v4.sql).
+const schemaVersion = 4
 
 // tableSteps are the SQL that takes the tables from one version to the
 // next: tableSteps()[i] from version i to i+1. A step only ever adds to
 // the tables the steps before it made; it may drop the previous version's
 // functions, which every migration makes again.
-func tableSteps() []string { return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL} }
+func tableSteps() []string { return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL, tablesV4SQL} }
 
 // functions are the SQL of the current version's functions. Every
 // migration replaces them all (CREATE OR REPLACE), after the table steps.
@@ -74,6 +81,7 @@ func functions() []string {
 	return []string{
 		libSQL, acquireSQL, renewSQL, releaseSQL, recordLateSQL, scanSQL, quarantineSQL, unquarantineSQL, stopSQL, jobsSQL,
 		statusSQL, leasesSQL, quarantinedSQL, countsSQL, checkTokenSQL,
+		expectSQL, overdueSQL,
 	}
 }
 

@@ -56,6 +56,7 @@ type Store struct {
 	sqlAcquire, sqlRenew, sqlRelease, sqlRecordLate, sqlScan, sqlQuarantine string
 	sqlUnquarantine, sqlStatus, sqlLeases, sqlQuarantined, sqlCounts        string
 	sqlCheckToken, sqlStop, sqlJobs                                         string
+	sqlExpect, sqlOverdue                                                   string
 }
 
 var _ leasestore.Store = (*Store)(nil)
@@ -72,7 +73,7 @@ func (s *Store) prepareStatements() {
 		return "SELECT " + quoteIdent(schemaName(s.ns)) + "." + fn + "(" + strings.Join(args, ", ") + ")"
 	}
 	s.sqlAcquire = call("acquire", "integer", "text", "text", "text", "integer", "text[]", "bigint", "bigint", "integer", "bigint",
-		"text", "bigint")
+		"text", "bigint", "bigint", "bigint")
 	s.sqlRenew = call("renew", "integer", "text", "text", "bigint", "bigint", "bigint")
 	s.sqlRelease = call("release", "integer", "text", "bigint", "text", "integer", "integer", "bigint", "text", "text")
 	s.sqlRecordLate = call("recordlate", "integer", "text", "text", "bigint", "text", "integer", "integer", "bigint", "text",
@@ -87,6 +88,8 @@ func (s *Store) prepareStatements() {
 	s.sqlCheckToken = call("checktoken", "integer", "text")
 	s.sqlStop = call("stop", "integer", "text", "text", "text")
 	s.sqlJobs = call("jobs", "integer", "text", "integer")
+	s.sqlExpect = call("expect", "integer", "text", "bigint", "bigint", "text", "text")
+	s.sqlOverdue = call("overdue", "integer")
 }
 
 // Close closes the store's connections and its token feed, whose watches
@@ -155,10 +158,11 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	if !req.Deadline.IsZero() {
 		deadline = max(req.Deadline.UnixMicro(), 1) // 0 means none
 	}
+	every, grace := expectArgs(req.Expect)
 	var a acquireReply
 	err := s.call(ctx, "acquire", s.sqlAcquire, &a, version(), []byte(req.Job), []byte(req.Holder), []byte(req.Host),
 		integer(int64(req.PID)), textArray(req.Command), micros(req.TTL), micros(req.EvidenceTTL),
-		integer(int64(req.MaxCrashes)), micros(req.MinInterval), []byte(req.Region), integer(deadline))
+		integer(int64(req.MaxCrashes)), micros(req.MinInterval), []byte(req.Region), integer(deadline), every, grace)
 	if err != nil {
 		return nil, err
 	}

@@ -73,6 +73,7 @@ var eventKinds = map[string]leasestore.EventKind{
 	"a": leasestore.EventAcquired, "r": leasestore.EventReleased, "c": leasestore.EventCrashed,
 	"q": leasestore.EventQuarantined, "u": leasestore.EventUnquarantine, "l": leasestore.EventLeaseLost,
 	"x": leasestore.EventLateOutcome, "p": leasestore.EventStop,
+	"e": leasestore.EventExpect,
 }
 
 // reply decodes a script's array reply. The first decoding error sticks in
@@ -216,7 +217,8 @@ func parseEvent(s string) (leasestore.Event, error) {
 type record map[string]string
 
 // recordInts are the record's numeric fields.
-var recordInts = []string{"t", "a", "c", "m", "s", "q", "qc", "oe", "og", "od", "ot", "of"}
+var recordInts = []string{"t", "a", "c", "m", "s", "q", "qc", "oe", "og", "od", "ot", "of",
+	"xe", "xg", "xs"}
 
 // check reports a non-numeric numeric field on r.
 func (rec record) check(r *reply) {

@@ -38,6 +38,12 @@ var luaUnquarantine string
 //go:embed lua/stop.lua
 var luaStop string
 
+//go:embed lua/expect.lua
+var luaExpect string
+
+//go:embed lua/overdue.lua
+var luaOverdue string
+
 //go:embed lua/jobs.lua
 var luaJobs string
 
@@ -72,6 +78,8 @@ var (
 	scriptQuarantine   = newScript(luaQuarantine)
 	scriptUnquarantine = newScript(luaUnquarantine)
 	scriptStop         = newScript(luaStop)
+	scriptExpect       = newScript(luaExpect)
+	scriptOverdue      = newScript(luaOverdue)
 	scriptJobs         = newScript(luaJobs)
 	scriptStatus       = newScript(luaStatus)
 	scriptCheckToken   = newScript(luaCheckToken)

@@ -155,6 +155,7 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	if !req.Deadline.IsZero() {
 		deadline = max(req.Deadline.UnixMicro(), 1) // 0 means none
 	}
+	every, grace := expectArgs(req.Expect)
 	var command strings.Builder
 	for _, a := range req.Command {
 		command.WriteString(sep)
@@ -162,7 +163,7 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	}
 	v, err := s.runReplicated(ctx, "acquire", scriptAcquire, s.jobKeys(req.Job), []any{
 		s.jobPrefix(req.Job), req.Job, req.Holder, millis(req.TTL), millis(req.EvidenceTTL), req.MaxCrashes,
-		req.MinInterval.Microseconds(), req.Host, req.PID, command.String(), req.Region, deadline})
+		req.MinInterval.Microseconds(), req.Host, req.PID, command.String(), req.Region, deadline, every, grace})
 	r := &reply{op: "acquire", v: v}
 	if err != nil {
 		if v != nil && r.str(0) == "ok" {
@@ -403,7 +404,7 @@ func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 	st := &leasestore.JobStatus{
 		Job: job, State: leasestore.StateIdle, Now: now, Region: rec["g"],
 		LastToken: rec.int("t"), Attempts: rec.int("a"), Crashes: int(rec.int("c")), MaxCrashes: int(rec.int("m")),
-		LastSuccess: rec.time("s"), History: r.history(4),
+		LastSuccess: rec.time("s"), History: r.history(4), Expect: rec.expectation(),
 	}
 	if rec["q"] != "" {
 		st.State = leasestore.StateQuarantined

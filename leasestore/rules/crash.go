@@ -96,6 +96,7 @@ func Status(r *Record, history []leasestore.Event, now time.Time) *leasestore.Jo
 		Job: r.Job, State: leasestore.StateIdle, Now: now, Region: r.Region, LastToken: r.LastToken, Attempts: r.Attempts,
 		Crashes: r.Crashes, MaxCrashes: r.MaxCrashes, Quarantine: r.Quarantine,
 		LastOutcome: r.LastOutcome, LastSuccess: r.LastSuccess, History: history,
+		Expect: r.Expect,
 	}
 	if r.Live(now) {
 		st.Holder = r.Holder()

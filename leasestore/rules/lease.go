@@ -67,6 +67,7 @@ func Acquire(r *Record, req leasestore.AcquireRequest, now time.Time) (Step, *le
 	if r.Region == "" {
 		r.Region = req.Region
 	}
+	r.setExpect(req.Expect, now)
 	s.record(now, leasestore.Event{Kind: leasestore.EventAcquired, Worker: req.Holder, Token: token,
 		Detail: fmt.Sprintf("attempt %d", r.Attempts)})
 	s.Tokens = true

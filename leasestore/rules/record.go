@@ -28,6 +28,8 @@ type Record struct {
 	// Abandoned is the last holder that gave up on its grant (RecordLate
 	// with Token 0): its Acquire is refused.
 	Abandoned string `json:"abandoned,omitempty"`
+	// Expect is the job's expectation (expect.go); nil: none.
+	Expect *leasestore.Expectation `json:"expect,omitempty"`
 }
 
 // Run is a run's liveness (until LiveUntil) and crash evidence (until
@@ -92,7 +94,8 @@ func (r *Record) Crashed(now time.Time) bool {
 // Known reports whether the record holds anything: a job the store never
 // saw has a zero record.
 func (r *Record) Known() bool {
-	return r.LastToken != 0 || r.Quarantine != nil || r.Run != nil
+	return r.LastToken != 0 || r.Quarantine != nil || r.Run != nil ||
+		r.Expect != nil
 }
 
 // expiry is now+ttl at the microsecond resolution of the tokens and the

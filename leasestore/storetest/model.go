@@ -148,6 +148,9 @@ type lockstep struct {
 	// seen counts the answers the sequence got, by operation, to show in
 	// the log what it went through.
 	seen map[string]int
+	// sinces are the jobs' expectations' since as last compared
+	// (modelexpect.go).
+	sinces map[string]expectSince
 }
 
 // modelJob is one job as the rules see it: its record and its history.
@@ -182,6 +185,7 @@ func newLockstep(t *testing.T, h fixture, seed int64) *lockstep {
 		now:      time.Now().Truncate(time.Microsecond),
 		model:    map[string]*modelJob{}, runs: map[string][]*modelRun{}, gaveUp: map[string][]string{},
 		tokens: map[int64]int64{}, labels: map[int64]string{}, roundTrips: map[int64][]time.Duration{}, seen: map[string]int{},
+		sinces: map[string]expectSince{},
 	}
 	for range modelWorkers {
 		ls.workers = append(ls.workers, client(t, h.Fixture))

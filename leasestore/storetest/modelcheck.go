@@ -17,7 +17,9 @@ import (
 // the model they are mapped to. Left out, and why:
 //   - times (At, Since, ExpiresAt, FinishedAt, Now...): the store's clock
 //     is not the model's (and etcd reports ExpiresAt from its etcd lease's
-//     TTL left); only whether LastSuccess is set is compared;
+//     TTL left); only whether LastSuccess is set is compared, and whether
+//     an expectation's since moved (compareSince); the overdue jobs are
+//     compared with the store's own statuses (compareOverdue);
 //   - history details and Event.Result: the details are for people, and
 //     Redis and PostgreSQL do not record an event's Result yet (they
 //     decide from its detail); an event is its kind, worker and run;
@@ -104,8 +106,9 @@ func (ls *lockstep) describeCrash(c *leasestore.Crash, label func(int64) string)
 func (ls *lockstep) compareStatus(t *testing.T, job string) {
 	t.Helper()
 	m := ls.model[job]
-	got := ls.describeStatus(Status(t, ls.operator, job), ls.storeLabel, func(token int64) int64 { return ls.tokens[token] })
-	want := ls.describeStatus(rules.Status(&m.rec, m.history, ls.now), ls.label, func(token int64) int64 { return token })
+	store, model := Status(t, ls.operator, job), rules.Status(&m.rec, m.history, ls.now)
+	got := ls.describeStatus(store, ls.storeLabel, func(token int64) int64 { return ls.tokens[token] })
+	want := ls.describeStatus(model, ls.label, func(token int64) int64 { return token })
 	var diff []string
 	for i := range got {
 		if got[i] != want[i] {
@@ -116,6 +119,7 @@ func (ls *lockstep) compareStatus(t *testing.T, job string) {
 		ls.logf("  DIVERGES: the status of %s", job)
 		t.Fatalf("step %d: the status of %s:\n%s", ls.step, job, strings.Join(diff, "\n"))
 	}
+	ls.compareSince(t, job, store, model)
 }
 
 // describeStatus is a status in the terms the rules fix, one line per
@@ -134,6 +138,7 @@ func (ls *lockstep) describeStatus(st *leasestore.JobStatus, label func(int64) s
 		"quarantine: none",
 		"last outcome: none",
 		"crashed: not reported",
+		describeExpect(st.Expect),
 	}
 	if h := st.Holder; h != nil {
 		lines[2] = fmt.Sprintf("holder: %s (%s), attempt %d", h.Worker, label(h.Token), h.Attempt)
@@ -171,8 +176,8 @@ func (ls *lockstep) describeRoundTrip(rtt time.Duration, token int64) string {
 	return fmt.Sprintf("round trip %s, which its holder never reported", rtt)
 }
 
-// compareViews fails the test when the store-wide views, Leases, Counts
-// and Quarantined, do not show what the model's records say.
+// compareViews fails the test when the store-wide views, Leases, Counts,
+// Quarantined and Overdue, do not show what the model's records say.
 func (ls *lockstep) compareViews(t *testing.T) {
 	t.Helper()
 	leases, err := ls.operator.Leases(Ctx(t))
@@ -212,4 +217,5 @@ func (ls *lockstep) compareViews(t *testing.T) {
 	if !slices.Equal(got, want) {
 		ls.fail(t, "the store-wide views", strings.Join(got, "; "), strings.Join(want, "; "))
 	}
+	ls.compareOverdue(t)
 }

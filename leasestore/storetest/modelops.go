@@ -47,7 +47,8 @@ func (ls *lockstep) pick() func(t *testing.T) {
 	if m.rec.Quarantine != nil {
 		unquarantine = 4
 	}
-	choices := []choice{{acquire, ls.acquireFresh}, {2, ls.scan}, {1, ls.quarantine}, {unquarantine, ls.releaseQuarantine}, {2, ls.checkToken}}
+	choices := []choice{{acquire, ls.acquireFresh}, {2, ls.scan}, {1, ls.quarantine}, {unquarantine, ls.releaseQuarantine}, {2, ls.checkToken},
+		{1, ls.expect}}
 	if len(ls.runs[job]) > 0 {
 		choices = append(choices, choice{2, ls.acquireAgain}, choice{3, ls.renew}, choice{release, ls.release}, choice{4, ls.recordLate})
 	}
@@ -91,13 +92,16 @@ func (ls *lockstep) someRun(job string) *modelRun {
 
 // acquireFresh is a new run asking for the job, with what a supervisor may
 // ask besides: a threshold of 2 or 3 crashes, and at times a minimum
-// interval, a deadline or a region.
+// interval, a deadline, a region or an expectation.
 func (ls *lockstep) acquireFresh(t *testing.T, job string) {
 	worker, holder := ls.freshHolder()
 	req := Request(job, holder, LongTTL)
 	req.MaxCrashes = 2 + ls.rnd.IntN(2)
 	if ls.rnd.IntN(6) == 0 {
 		req.MinInterval = time.Hour
+	}
+	if ls.rnd.IntN(4) == 0 {
+		req.Expect = ls.someExpectation()
 	}
 	// An hour from the store's clock either way: no clock skew
 	// decides it.
@@ -181,6 +185,9 @@ func describeRequest(req leasestore.AcquireRequest) string {
 	}
 	if req.Region != "" {
 		s += ", region " + req.Region
+	}
+	if req.Expect != nil {
+		s += ", " + describeExpect(req.Expect)
 	}
 	return s
 }

@@ -90,6 +90,7 @@ func Run(t *testing.T, h Harness) {
 		{"RecordLateCompletedEndsTheStreak", testRecordLateCompleted},
 		{"RecordLateAbandonedGrant", testRecordLateAbandoned},
 		{"Stop", testStop},
+		{"Expect", testExpect},
 		{"Jobs", testJobs},
 		{"FollowsTheRules", testFollowsTheRules},
 	}

@@ -87,6 +87,7 @@ func FromAcquireRequest(req leasestore.AcquireRequest) AcquireRequest {
 		d := req.Deadline.UTC()
 		a.TTLDeadline = &d
 	}
+	a.Expect = FromExpectation(req.Expect)
 	return a
 }
 
@@ -121,6 +122,9 @@ func (a *AcquireRequest) ToStore() (leasestore.AcquireRequest, error) {
 		Job: a.JobID, Holder: a.WorkerID, Host: a.Host, PID: a.PID, Command: a.Command, Region: a.Region,
 		TTL: Duration(a.TTLMS), EvidenceTTL: Duration(a.EvidenceTTLMS), MaxCrashes: a.MaxCrashes,
 		MinInterval: Duration(a.MinIntervalMS),
+	}
+	if req.Expect, err = a.Expect.ToStore(); err != nil {
+		return leasestore.AcquireRequest{}, err
 	}
 	if req.TTL == 0 {
 		req.TTL = DefaultTTL
@@ -454,6 +458,7 @@ func FromStatus(st *leasestore.JobStatus) JobStatus {
 		t := st.LastSuccess.UTC()
 		a.LastSuccess = &t
 	}
+	a.Expect, a.Overdue = FromExpectation(st.Expect), st.Overdue()
 	for _, e := range st.History {
 		a.History = append(a.History, Event{At: e.At.UTC(), Event: string(e.Kind), WorkerID: e.Worker, FencingToken: e.Token, Detail: e.Detail})
 	}
@@ -465,6 +470,10 @@ func (a *JobStatus) ToStore() *leasestore.JobStatus {
 	st := &leasestore.JobStatus{
 		Job: a.JobID, State: leasestore.State(a.LeaseState), Now: a.Now, Region: a.Region, LastToken: a.FencingToken,
 		Attempts: a.Attempt, Crashes: a.Crashes, MaxCrashes: a.MaxCrashes, LastSuccess: timeOf(a.LastSuccess),
+	}
+	if a.Expect != nil {
+		x := a.Expect.store()
+		st.Expect = &x
 	}
 	if a.Holder != nil {
 		h := a.Holder.ToStore()

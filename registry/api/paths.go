@@ -20,6 +20,8 @@ const (
 	PathQuarantined  = Prefix + "/quarantined-jobs" // GET: quarantined jobs (reader)
 	PathStop         = Prefix + "/stop-job"         // POST: ask a job's running child to stop (operator)
 	PathJobs         = Prefix + "/jobs"             // GET ?prefix=&limit=: the known jobs' IDs (reader)
+	PathExpect       = Prefix + "/expect-job"       // POST: set or clear a job's expectation (operator)
+	PathOverdue      = Prefix + "/overdue-jobs"     // GET: jobs past their expectation (reader)
 	PathLeases       = Prefix + "/leases"           // GET: live leases (reader)
 	PathCounts       = Prefix + "/counts"           // GET: in flight and quarantined (reader)
 	PathCheckToken   = Prefix + "/check-token"      // GET ?job_id=&fencing_token=: token check (reader)

@@ -17,6 +17,8 @@ type AcquireRequest struct {
 	MaxCrashes    int        `json:"max_crashes,omitempty"`
 	MinIntervalMS int64      `json:"min_interval_ms,omitempty"`
 	TTLDeadline   *time.Time `json:"ttl_deadline,omitempty"`
+	// Expect is the run's expectation for the job (last writer wins).
+	Expect *Expectation `json:"expect,omitempty"`
 }
 
 // Lease is the answer to an acquire: fencing_token, lease_expiry, attempt
@@ -151,6 +153,8 @@ type JobStatus struct {
 	LastOutcome  *LastOutcome `json:"last_outcome"`
 	LastSuccess  *time.Time   `json:"last_success"`
 	History      []Event      `json:"history"`
+	Expect       *Expectation `json:"expect"`  // null: none
+	Overdue      bool         `json:"overdue"` // past its expectation at now
 }
 
 // Holder is a live lease.

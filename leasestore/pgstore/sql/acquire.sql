@@ -2,7 +2,8 @@
 -- transaction, the clock read once after the job's lock is taken.
 -- Parameters: schema version, job, holder, host, pid, command, ttl (µs),
 --   evidence ttl (µs), max crashes, min interval (µs, 0: off), region
---   ('': none), deadline (µs, 0: none).
+--   ('': none), deadline (µs, 0: none), expectation every and grace (µs;
+--   NULL: none).
 -- Returns a JSON object; by "k":
 --   gaveup      now (the holder gave up on its grant: recordlate.sql)
 --   ok          now, token, attempt, recovered (the crash counted, or null)
@@ -14,7 +15,8 @@
 -- Times are microseconds since the Unix epoch.
 CREATE OR REPLACE FUNCTION @schema@.acquire(p_version integer, p_job text, p_holder text, p_host text,
   p_pid integer, p_command text[], p_ttl_us bigint, p_evidence_ttl_us bigint, p_max_crashes integer,
-  p_min_interval_us bigint, p_region text, p_deadline_us bigint) RETURNS json
+  p_min_interval_us bigint, p_region text, p_deadline_us bigint, p_expect_every_us bigint,
+  p_expect_grace_us bigint) RETURNS json
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   j @schema@.jobs;
@@ -103,6 +105,9 @@ BEGIN
     last_holder = p_holder, last_host = p_host, events = j.events + 1,
     region = coalesce(j.region, nullif(p_region, ''))
   WHERE job = p_job;
+  IF p_expect_every_us IS NOT NULL THEN
+    PERFORM @schema@._expect(p_job, p_expect_every_us, p_expect_grace_us, v_now);
+  END IF;
   -- Token feeds hear of the grant; waiters do not (nothing was freed).
   PERFORM @schema@._publish_token('g', v_token, p_job);
   RETURN json_build_object('k', 'ok', 'now', @schema@._us(v_now), 'token', v_token, 'attempt', j.attempts + 1,

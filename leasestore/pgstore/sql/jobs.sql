@@ -1,5 +1,6 @@
 -- jobs: the known jobs whose IDs start with a prefix, read-only
--- (docs/semantics.md, Jobs): those granted or quarantined at least once.
+-- (docs/semantics.md, Jobs): those granted, quarantined or expected at
+-- least once.
 -- Parameters: schema version, prefix, at most this many (0: all).
 -- Returns [job, ...] ordered byte by byte.
 CREATE OR REPLACE FUNCTION @schema@.jobs(p_version integer, p_prefix text, p_limit integer) RETURNS json
@@ -9,6 +10,6 @@ BEGIN
     WITH c AS MATERIALIZED (SELECT @schema@._check_version(p_version))
     SELECT coalesce(json_agg(k.job ORDER BY k.job), '[]')
     FROM (SELECT j.job FROM c, @schema@.jobs j
-      WHERE starts_with(j.job, p_prefix) AND (j.last_token > 0 OR j.q_since IS NOT NULL)
+      WHERE starts_with(j.job, p_prefix) AND (j.last_token > 0 OR j.q_since IS NOT NULL OR j.x_every_us IS NOT NULL)
       ORDER BY j.job LIMIT nullif(p_limit, 0)) k);
 END $$;

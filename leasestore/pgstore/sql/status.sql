@@ -12,6 +12,7 @@ BEGIN
       'now', @schema@._us(c.now),
       'job', (SELECT json_build_object('region', j.region, 'last_token', j.last_token, 'attempts', j.attempts, 'crashes', j.crashes,
           'max_crashes', j.max_crashes, 'last_success', @schema@._us(j.last_success),
+          'x_every_us', j.x_every_us, 'x_grace_us', j.x_grace_us, 'x_since', @schema@._us(j.x_since),
           'q', CASE WHEN j.q_since IS NOT NULL THEN @schema@._quarantine_json(j) END,
           'o', CASE WHEN j.o_result IS NOT NULL THEN json_build_object('result', j.o_result,
             'exit_code', j.o_exit_code, 'signal', j.o_signal, 'duration_ns', j.o_duration_ns, 'reason', j.o_reason,

@@ -3,7 +3,8 @@
 -- ARGV: shard prefix, job, holder, ttl (ms), evidence ttl (ms), max crashes,
 --       min interval (us, 0: off), host, pid, command arguments packed with
 --       NUL (may be empty; sent with a leading NUL when non-empty), region
---       ('' : none), deadline (us, 0: none).
+--       ('' : none), deadline (us, 0: none), expectation every (us, '': none)
+--       and grace (us).
 -- An Acquire by the holder of the job's live lease returns that lease,
 -- renewed ('ok' with its token and attempt), and changes nothing else.
 -- Returns one of:
@@ -21,6 +22,7 @@ local ttl, evidence_ttl, max_crashes = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 local min_interval = tonumber(ARGV[7])
 local host, pid, command = ARGV[8], ARGV[9], ARGV[10]
 local region, deadline = ARGV[11], tonumber(ARGV[12])
+local expect_every, expect_grace = ARGV[13], ARGV[14]
 local k = declared_keys(prefix, job)
 local now = now_us()
 
@@ -92,6 +94,9 @@ redis.call('HSET', k.r, 't', token, 'm', max_crashes, 'lh', holder, 'lo', host)
 redis.call('HDEL', k.r, 'rt', 'sp', 'sb', 'sr', 'sa')
 if region ~= '' and not job_region then
   redis.call('HSET', k.r, 'g', region)
+end
+if expect_every ~= '' then
+  expect(k, job, now, expect_every, expect_grace)
 end
 redis.call('SET', k.e, holder .. SEP .. token .. SEP .. b36(tonumber(token) - now) .. SEP .. evidence_ttl .. SEP ..
   max_crashes .. SEP .. attempt .. SEP .. int(ttl) .. SEP .. host .. SEP .. pid .. command,

@@ -26,6 +26,9 @@
 --   <p>jobs      the shard's known jobs: a sorted set, every score 0, read in
 --                lexical order (jobs.lua); a job joins it when it is first
 --                granted or quarantined.
+--   <p>due       the shard's jobs with an expectation: job -> due time (us),
+--                when the job becomes overdue (overdue.lua). Named, not
+--                declared: it shares the shard's slot.
 -- NUL separates packed fields: it cannot occur in command-line arguments,
 -- host names or anything else leasectl takes from argv.
 --
@@ -37,7 +40,8 @@
 -- finished (us), ab the last holder that gave up on its grant, rt the
 -- current holder's last renewal round trip (us), as it reported it,
 -- sp/sb/sr/sa an operator's stop request: the token of the run it is for,
--- by, reason, when (us).
+-- by, reason, when (us), xe/xg/xs the expectation's every and grace (us)
+-- and since when it holds (us).
 
 local SEP = '\0'
 
@@ -85,7 +89,8 @@ end
 -- by name: legal on Redis Cluster, since they share the shard's slot.
 local function job_keys(prefix, job)
   local j = prefix .. job .. ':'
-  return {e = j .. 'e', r = j .. 'r', h = j .. 'h', n = j .. 'n', idx = KEYS[1], qs = KEYS[2], jobs = KEYS[3]}
+  return {e = j .. 'e', r = j .. 'r', h = j .. 'h', n = j .. 'n', idx = KEYS[1], qs = KEYS[2], jobs = KEYS[3],
+    due = prefix .. 'due'}
 end
 
 -- declared_keys names the keys of a per-job script, whose KEYS are
@@ -93,7 +98,7 @@ end
 -- order).
 local function declared_keys(prefix, job)
   return {e = KEYS[1], r = KEYS[2], h = KEYS[3], n = prefix .. job .. ':n', idx = KEYS[4], qs = KEYS[5],
-    jobs = KEYS[6]}
+    jobs = KEYS[6], due = prefix .. 'due'}
 end
 
 -- liveness reports whether job's liveness is live at now, and its index
@@ -128,7 +133,8 @@ end
 -- from the time (base 36; empty for none: an acquired event's token is
 -- usually its time, a released one's the run's start), detail.
 -- Kinds: a acquired, r released, c crashed, q quarantined, u released from
--- quarantine, l lease lost, x late outcome, p stop requested.
+-- quarantine, l lease lost, x late outcome, p stop requested, e expectation
+-- set.
 local function event(k, now, kind, worker, token, detail)
   local offset = ''
   if token ~= '' then
@@ -149,6 +155,29 @@ local function quarantine(k, job, now, by, reason, worker, token)
   redis.call('SADD', k.qs, job)
   redis.call('ZADD', k.jobs, 0, job)
   event(k, now, 'q', worker, token, 'by ' .. by .. ': ' .. reason)
+end
+
+-- set_due puts the job in its shard's due index at the time it becomes
+-- overdue (semantics.md, Expect): its last success, or since when its
+-- expectation holds, plus every and grace. A job without one leaves it.
+local function set_due(k, job)
+  local x = redis.call('HMGET', k.r, 'xe', 'xg', 'xs', 's')
+  if not x[1] then
+    redis.call('ZREM', k.due, job)
+    return
+  end
+  redis.call('ZADD', k.due, tonumber(x[4] or x[3]) + tonumber(x[1]) + tonumber(x[2]), job)
+end
+
+-- expect records the expectation every and grace (us, decimal strings) at
+-- now: the last writer's, its since kept while every and grace are
+-- unchanged.
+local function expect(k, job, now, every, grace)
+  local x = redis.call('HMGET', k.r, 'xe', 'xg')
+  if x[1] ~= every or x[2] ~= grace then
+    redis.call('HSET', k.r, 'xe', every, 'xg', grace, 'xs', int(now))
+    set_due(k, job)
+  end
 end
 
 -- consume_crash counts the crash of the run whose split evidence is f:
@@ -185,6 +214,7 @@ local function release_run(k, job, f, now, o)
   end
   if o.result == 'completed' then
     redis.call('HSET', k.r, 'c', '0', 's', int(now))
+    set_due(k, job)
   end
   redis.call('DEL', k.e)
   redis.call('ZREM', k.idx, job)

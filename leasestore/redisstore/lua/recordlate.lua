@@ -100,6 +100,7 @@ if crashed then
         local success = started + math.floor(tonumber(ARGV[8]) / 1000)
         if success > tonumber(redis.call('HGET', k.r, 's') or '0') then
           redis.call('HSET', k.r, 's', int(success))
+          set_due(k, job)
         end
       end
     else
