@@ -11,8 +11,12 @@ LDFLAGS := -s -w -X github.com/leasectl/leasectl/cmd.version=$(VERSION) \
 
 .PHONY: build test deps vet fmt-check staticcheck bench chaos man completions release-check fuzz
 
+# build writes bin/leasectl and, beside it, the small watchdog program every
+# run starts (docs/design.md §6.1); a leasectl with no leasectl-watchdog beside
+# it (`go install`) re-executes itself instead, at four times the memory.
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/leasectl .
+	$(GO) build -trimpath -ldflags '-s -w' -o bin/leasectl-watchdog ./cmd/leasectl-watchdog
 
 # deps installs the servers the tests start on their own loopback ports,
 # redis-cli (Debian's redis-tools), which forms the test Redis Clusters,
@@ -105,14 +109,14 @@ $(GORELEASER):
 	GOBIN=$(dir $@) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
 
 # release-check builds a full snapshot release (nothing is published) and
-# fails unless the amd64 deb holds the binary, the reaper's and the
+# fails unless the amd64 deb holds the binary and its watchdog, the reaper's and the
 # registry's units and their config, the completions and every man page.
 # Not part of `make test`: it takes minutes.
 release-check: $(GORELEASER)
 	$(GORELEASER) check
 	$(GORELEASER) release --snapshot --clean
 	dpkg-deb -c dist/*amd64.deb | tee dist/deb-contents.txt
-	@for f in /usr/bin/leasectl /usr/lib/systemd/system/leasectl-reaper.service \
+	@for f in /usr/bin/leasectl /usr/bin/leasectl-watchdog /usr/lib/systemd/system/leasectl-reaper.service \
 		/etc/leasectl/leasectl.env /usr/lib/systemd/system/leasectl-registry.service \
 		/etc/leasectl/registry.env /etc/leasectl/registry.tokens /usr/share/bash-completion/completions/leasectl \
 		/usr/share/zsh/vendor-completions/_leasectl /usr/share/fish/vendor_completions.d/leasectl.fish \

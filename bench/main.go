@@ -116,8 +116,8 @@ type bench struct {
 // leasectl's go.mod comes in.
 const emptyGoSource = "package main\n\nfunc main() {}\n"
 
-// build compiles leasectl as the release does, the helpers, and the empty
-// Go program, all the same way.
+// build compiles leasectl as the release does, with its small watchdog
+// beside it, the helpers, and the empty Go program, all the same way.
 func (b *bench) build() error {
 	b.leasectl = filepath.Join(b.tmp, "leasectl")
 	b.stamp = filepath.Join(b.tmp, "stamp")
@@ -134,7 +134,7 @@ func (b *bench) build() error {
 		}
 	}
 	for _, t := range []struct{ out, dir, pkg string }{
-		{b.leasectl, "", "."}, {b.stamp, "", "./bench/stamp"}, {b.setnx, "", "./bench/setnx"}, {b.initOnly, "", "./bench/initonly"}, {b.emptyGo, emptyDir, "."},
+		{b.leasectl, "", "."}, {filepath.Join(b.tmp, "leasectl-watchdog"), "", "./cmd/leasectl-watchdog"}, {b.stamp, "", "./bench/stamp"}, {b.setnx, "", "./bench/setnx"}, {b.initOnly, "", "./bench/initonly"}, {b.emptyGo, emptyDir, "."},
 	} {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", t.out, t.pkg)
 		cmd.Dir = t.dir

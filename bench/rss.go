@@ -25,8 +25,9 @@ func (b *bench) rss() error {
 		if err != nil {
 			return fmt.Errorf("rss on %s: %w", store.name, err)
 		}
-		line("supervisor_rss_"+store.name+"_mb", sup, "MB", "target <= 20; VmHWM of leasectl run while its child runs")
-		line("watchdog_rss_"+store.name+"_mb", wd, "MB", "VmHWM of its watchdog process")
+		line("supervisor_rss_"+store.name+"_mb", sup, "MB", "VmHWM of leasectl run while its child runs")
+		line("watchdog_rss_"+store.name+"_mb", wd, "MB", "target <= 2; VmHWM of its watchdog process, leasectl-watchdog")
+		line("supervision_rss_"+store.name+"_mb", sup+wd, "MB", "target <= 10; supervisor + watchdog, what a run costs the host beside its child")
 	}
 	return nil
 }
@@ -56,7 +57,7 @@ func peakRSS(pid, child int) (sup, wd float64, err error) {
 		return 0, 0, err
 	}
 	for _, k := range childrenOf(pid) {
-		if k != child && isLeasectl(k) {
+		if k != child && isWatchdog(k) {
 			wd, err = vmHWM(k)
 			return sup, wd, err
 		}
@@ -64,9 +65,9 @@ func peakRSS(pid, child int) (sup, wd float64, err error) {
 	return 0, 0, fmt.Errorf("no watchdog among the children of %d", pid)
 }
 
-// isLeasectl reports whether pid runs the leasectl binary (the watchdog is
-// leasectl re-executing itself).
-func isLeasectl(pid int) bool {
+// isWatchdog reports whether pid runs the small watchdog program built
+// beside leasectl.
+func isWatchdog(pid int) bool {
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-	return err == nil && strings.HasSuffix(exe, "/leasectl")
+	return err == nil && strings.HasSuffix(exe, "/leasectl-watchdog")
 }
