@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -193,7 +194,8 @@ var watchdogPrograms = []struct {
 	}},
 }
 
-// runsProgram fails t unless process pid runs the program named name.
+// runsProgram fails t unless process pid runs the program named name, with
+// one P: a P costs a watchdog memory it has no use for.
 func runsProgram(t *testing.T, pid int, name string) {
 	t.Helper()
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
@@ -202,6 +204,13 @@ func runsProgram(t *testing.T, pid int, name string) {
 	}
 	if filepath.Base(exe) != name {
 		t.Errorf("the watchdog runs %s, want %s", exe, name)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := strings.Split(string(environ), "\x00"); !slices.Contains(env, "GOMAXPROCS=1") {
+		t.Errorf("the watchdog runs without GOMAXPROCS=1 in its environment")
 	}
 }
 

@@ -35,10 +35,10 @@ const watchdogWriteTimeout = 10 * time.Millisecond
 // returns at once, with env added to its environment (what it needs to log
 // as the run does). The process is the small leasectl-watchdog program
 // when it is installed beside self, leasectl's own binary, and else self
-// re-executed (WatchdogProgram). Call it as early as
-// possible, so that its start-up overlaps opening the store and acquiring
-// the lease, and hand it to the Supervisor, whose Run stops it. A caller
-// that may return before Run must Close it on the way out.
+// re-executed (see watchdogProgram). Call it as early as possible, so that
+// its start-up overlaps opening the store and acquiring the lease, and hand
+// it to the Supervisor, whose Run stops it. A caller that may return before
+// Run must Close it on the way out.
 func StartWatchdog(self string, stderr io.Writer, env []string) *PendingWatchdog {
 	return StartWatchdogWith(func() (Watchdog, error) {
 		p, err := startProcessWatchdog(self, stderr, env)
@@ -49,12 +49,12 @@ func StartWatchdog(self string, stderr io.Writer, env []string) *PendingWatchdog
 	})
 }
 
-// WatchdogProgram is the program that runs a watchdog for leasectl's own
+// watchdogProgram is the program that runs a watchdog for leasectl's own
 // binary self: the small leasectl-watchdog beside it (the release's
 // archives and packages install both), which starts in a fraction of the
 // time and memory; or, when it is not there (`go install`), self, whose
 // hidden subcommand runs the same code.
-func WatchdogProgram(self string) string {
+func watchdogProgram(self string) string {
 	small := filepath.Join(filepath.Dir(self), watchdog.Program)
 	if fi, err := os.Stat(small); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 		return small
@@ -62,17 +62,17 @@ func WatchdogProgram(self string) string {
 	return self
 }
 
-// watchdogEnv is what every watchdog gets in its environment beyond the
-// supervisor's: one P. It runs one goroutine, and each P costs the Go
-// runtime memory, on a many-core host hundreds of kilobytes.
-var watchdogEnv = []string{"GOMAXPROCS=1"}
+// watchdogProcs gives every watchdog one P, whatever the supervisor's
+// environment says: it runs one goroutine, and each P costs the Go runtime
+// memory, on a many-core host hundreds of kilobytes.
+const watchdogProcs = "GOMAXPROCS=1"
 
 // startProcessWatchdog starts the watchdog program as the leader of a new
 // process group (the terminal's Ctrl-C does not reach it before the child
 // joins), its stderr shared with ours.
 func startProcessWatchdog(self string, stderr io.Writer, env []string) (*processWatchdog, error) {
-	cmd := exec.Command(WatchdogProgram(self), watchdog.Arg)
-	cmd.Env = append(append(os.Environ(), watchdogEnv...), env...)
+	cmd := exec.Command(watchdogProgram(self), watchdog.Arg)
+	cmd.Env = append(append(os.Environ(), watchdogProcs), env...)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r, w, err := os.Pipe()

@@ -23,11 +23,11 @@ const (
 // could kill the caller's shell), 1 when it failed to kill its group.
 func Main() int {
 	if syscall.Getpgrp() != syscall.Getpid() {
-		write(stderr, "leasectl: watchdog: leasectl run starts it, as the leader of its child's process group; it is not a command\n")
+		_ = write(stderr, "leasectl: watchdog: leasectl run starts it, as the leader of its child's process group; it is not a command\n")
 		return 2
 	}
 	if err := watch(stdin, stdout, lastWordFromEnv()); err != nil {
-		write(stderr, "leasectl: watchdog: killing its process group failed: "+err.Error()+"\n")
+		_ = write(stderr, "leasectl: watchdog: killing its process group failed: "+err.Error()+"\n")
 		return 1
 	}
 	return 0
