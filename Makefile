@@ -9,10 +9,14 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X github.com/leasectl/leasectl/cmd.version=$(VERSION) \
 	-X github.com/leasectl/leasectl/cmd.commit=$(COMMIT) -X github.com/leasectl/leasectl/cmd.date=$(DATE)
 
-.PHONY: build test deps vet fmt-check staticcheck rules-check bench chaos man completions release-check fuzz
+.PHONY: build test deps vet fmt-check staticcheck rules-check bench bench-full bench-etcd chaos man completions release-check fuzz
 
+# build writes bin/leasectl and, beside it, the small watchdog program every
+# run starts (docs/design.md §6.1); a leasectl with no leasectl-watchdog beside
+# it (`go install`) re-executes itself instead, at four times the memory.
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/leasectl .
+	$(GO) build -trimpath -ldflags '-s -w' -o bin/leasectl-watchdog ./cmd/leasectl-watchdog
 
 # deps installs the servers the tests start on their own loopback ports,
 # redis-cli (Debian's redis-tools), which forms the test Redis Clusters,
@@ -74,16 +78,24 @@ rules-check:
 test: deps fmt-check vet staticcheck rules-check
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
-# bench prints every figure of docs/design.md §8 as `name value unit # target`,
-# measured side by side with flock(1) and etcdctl lock in one run (about a
-# minute). etcd is installed on first use; if it cannot be, its lines are
+# bench prints the figures of docs/design.md §8 that say what a run costs
+# (start-up, CPU, memory, handoffs, failover, fail-fast, fence checks) as
+# `name value unit # target`, measured side by side with flock(1) and
+# etcdctl lock in one run, and how long it took: about a minute. bench-full
+# adds the store, topology, etcd, PostgreSQL and registry figures: 10 to 15
+# minutes. etcd is installed on first use; if it cannot be, its lines are
 # skipped.
-bench: deps
+bench: deps bench-etcd
+	$(GO) run ./bench
+
+bench-full: deps bench-etcd
+	$(GO) run ./bench -full
+
+bench-etcd:
 	@command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1 || { \
 		echo "# installing etcd-server and etcd-client for the reference figures"; \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client; } >/dev/null 2>&1 \
 		|| echo "# etcd-server/etcd-client could not be installed: the etcd lines are skipped"; }
-	$(GO) run ./bench
 
 # chaos runs the fault-injection test (chaos/) for CHAOS_SECONDS (60 by
 # default) and prints violations=N holders=M faults=F; `make test` runs it
@@ -116,14 +128,14 @@ $(GORELEASER):
 	GOBIN=$(dir $@) $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
 
 # release-check builds a full snapshot release (nothing is published) and
-# fails unless the amd64 deb holds the binary, the reaper's and the
+# fails unless the amd64 deb holds the binary and its watchdog, the reaper's and the
 # registry's units and their config, the completions and every man page.
 # Not part of `make test`: it takes minutes.
 release-check: $(GORELEASER)
 	$(GORELEASER) check
 	$(GORELEASER) release --snapshot --clean
 	dpkg-deb -c dist/*amd64.deb | tee dist/deb-contents.txt
-	@for f in /usr/bin/leasectl /usr/lib/systemd/system/leasectl-reaper.service \
+	@for f in /usr/bin/leasectl /usr/bin/leasectl-watchdog /usr/lib/systemd/system/leasectl-reaper.service \
 		/etc/leasectl/leasectl.env /usr/lib/systemd/system/leasectl-registry.service \
 		/etc/leasectl/registry.env /etc/leasectl/registry.tokens /usr/share/bash-completion/completions/leasectl \
 		/usr/share/zsh/vendor-completions/_leasectl /usr/share/fish/vendor_completions.d/leasectl.fish \

@@ -163,21 +163,24 @@ func awaitBlockedInFlock(pid int) error {
 }
 
 // vmHWM is the peak resident set of pid from /proc/PID/status, in MB.
-func vmHWM(pid int) (float64, error) {
+func vmHWM(pid int) (float64, error) { return statusMB(pid, "VmHWM") }
+
+// statusMB is the field of /proc/PID/status given in kB, in MB.
+func statusMB(pid int, field string) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("reading the status of %d: %w", pid, err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
 			if err != nil {
-				return 0, fmt.Errorf("bad VmHWM %q", v)
+				return 0, fmt.Errorf("bad %s %q", field, v)
 			}
 			return kb / 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM for %d", pid)
+	return 0, fmt.Errorf("no %s for %d", field, pid)
 }
 
 // childrenOf lists pid's children from /proc (every thread's).

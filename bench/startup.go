@@ -35,11 +35,12 @@ func (b *bench) startup() error {
 	if b.etcd != nil {
 		cmds = append(cmds, starter{"etcd_lock", func() *exec.Cmd { return b.etcdctl("lock", "j", "--", "true") }})
 	}
-	samples, err := b.interleave(cmds)
+	samples, cpu, err := b.interleaveCPU(cmds)
 	if err != nil {
 		return err
 	}
 	med := func(name string) float64 { return median(samples[name]) }
+	medCPU := func(name string) float64 { return median(cpu[name]) }
 	n := fmt.Sprintf("median of %d interleaved runs", startupRounds)
 	line("true_ms", med("true"), "ms", n+"; reference 0.8")
 	line("flock_ms", med("flock"), "ms", "flock -n FILE true; reference 1.7")
@@ -65,6 +66,13 @@ func (b *bench) startup() error {
 	if b.etcd != nil {
 		line("etcd_lock_vs_flock", med("etcd_lock")/med("flock"), "x", "reference")
 	}
+	// CPU time: what a run costs the host, the supervisor, its watchdog and
+	// the child together (each reaps the other two, so the kernel counts
+	// them in its own).
+	line("flock_cpu_ms", medCPU("flock"), "ms", "CPU time (user + system) of flock -n FILE true and its child")
+	line("run_embedded_cpu_ms", medCPU("run_embedded"), "ms", "CPU time of leasectl run --job j -- true: supervisor, watchdog and child")
+	line("run_redis_cpu_ms", medCPU("run_redis"), "ms", "same, local Redis")
+	line("run_embedded_cpu_vs_flock", medCPU("run_embedded")/medCPU("flock"), "x", fmt.Sprintf("target <= 2.5; floor %.2f ms of CPU in this run", medCPU("flock")))
 	return nil
 }
 
@@ -72,19 +80,27 @@ func (b *bench) startup() error {
 // round, and returns each one's times in milliseconds by name, warm-up
 // rounds left out.
 func (b *bench) interleave(cmds []starter) (map[string][]float64, error) {
-	samples := map[string][]float64{}
+	wall, _, err := b.interleaveCPU(cmds)
+	return wall, err
+}
+
+// interleaveCPU is interleave, with each run's CPU time in milliseconds
+// too: user and system, of the command and of the processes it reaped.
+func (b *bench) interleaveCPU(cmds []starter) (wall, cpu map[string][]float64, err error) {
+	wall, cpu = map[string][]float64{}, map[string][]float64{}
 	for round := range warmupRounds + startupRounds {
 		for _, i := range b.rng.Perm(len(cmds)) {
 			c := cmds[i]
 			cmd := c.cmd()
 			start := time.Now()
 			if out, err := cmd.CombinedOutput(); err != nil {
-				return nil, fmt.Errorf("%s: %v: %s", c.name, err, out)
+				return nil, nil, fmt.Errorf("%s: %v: %s", c.name, err, out)
 			}
 			if round >= warmupRounds {
-				samples[c.name] = append(samples[c.name], ms(time.Since(start)))
+				wall[c.name] = append(wall[c.name], ms(time.Since(start)))
+				cpu[c.name] = append(cpu[c.name], ms(cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime()))
 			}
 		}
 	}
-	return samples, nil
+	return wall, cpu, nil
 }

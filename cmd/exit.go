@@ -3,7 +3,6 @@ package cmd
 import (
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -120,18 +119,4 @@ func runExitCode(e supervise.Ending) int {
 	default:
 		return e.Exit.ExitCode()
 	}
-}
-
-// reportError prints err as one line on stderr, unless its message is empty,
-// and returns the exit code.
-func reportError(w io.Writer, err error) int {
-	code := exitCode(err)
-	if err != nil {
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.err != nil {
-			msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
-			fmt.Fprintf(w, "leasectl: %s\n", msg)
-		}
-	}
-	return code
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -166,23 +165,6 @@ func (f *Factory) report(err error) int {
 	}
 	lastWord(f.IO.ErrOut, newLogger(f.IO.ErrOut, formatJSON, false, zerolog.TraceLevel), format, code, errorMessage(err))
 	return code
-}
-
-// watchdogLogger is the watchdog process's logger: the format and level its
-// supervisor resolved and the run's job and worker, from the environment
-// the supervisor gave it (see watchdogEnv). Its last word is an error,
-// which every level shows.
-func watchdogLogger() zerolog.Logger {
-	format := os.Getenv("LEASECTL_LOG_FORMAT")
-	if format != formatJSON {
-		format = formatConsole
-	}
-	level, err := zerolog.ParseLevel(os.Getenv("LEASECTL_LOG_LEVEL"))
-	if err != nil || level > zerolog.ErrorLevel {
-		level = zerolog.ErrorLevel
-	}
-	return newLogger(os.Stderr, format, false, level).With().
-		Str("job", os.Getenv("LEASECTL_JOB_ID")).Str("worker", os.Getenv("LEASECTL_WORKER_ID")).Logger()
 }
 
 // watchdogEnv is what the watchdog process needs to write its last word as

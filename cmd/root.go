@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/leasectl/leasectl/internal/watchdog"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/outbox"
-	"github.com/leasectl/leasectl/supervise"
 
 	// The store drivers, registered by URL scheme.
 	_ "github.com/leasectl/leasectl/leasestore/etcdstore"
@@ -167,12 +167,13 @@ with --store redis://host:6379 for many hosts.`,
 }
 
 // Execute runs leasectl with the process's arguments and returns its exit
-// code. The watchdog that `run` re-executes is dispatched before anything
-// else is built: it starts once per run, and needs neither the command
-// tree nor the terminal checks.
+// code. The watchdog that `run` re-executes when the small leasectl-watchdog
+// is not installed beside it is dispatched before anything else is built:
+// it starts once per run, and needs neither the command tree nor the
+// terminal checks.
 func Execute() int {
-	if len(os.Args) == 2 && os.Args[1] == supervise.WatchdogArg {
-		return reportError(os.Stderr, supervise.RunWatchdog(os.Stdin, os.Stdout, watchdogLogger()))
+	if len(os.Args) == 2 && os.Args[1] == watchdog.Arg {
+		return watchdog.Main()
 	}
 	f := NewFactory()
 	root := NewCmdRoot(f)

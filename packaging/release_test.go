@@ -19,11 +19,20 @@ import (
 // releaseConfig is the part of .goreleaser.yaml the checks below read.
 type releaseConfig struct {
 	Builds []struct {
+		ID      string   `yaml:"id"`
+		Main    string   `yaml:"main"`
+		Binary  string   `yaml:"binary"`
+		Goos    []string `yaml:"goos"`
+		Goarch  []string `yaml:"goarch"`
 		Env     []string `yaml:"env"`
 		Flags   []string `yaml:"flags"`
 		Ldflags []string `yaml:"ldflags"`
 	} `yaml:"builds"`
+	Archives []struct {
+		IDs []string `yaml:"ids"`
+	} `yaml:"archives"`
 	Nfpms []struct {
+		IDs              []string `yaml:"ids"`
 		PackageName      string   `yaml:"package_name"`
 		FileNameTemplate string   `yaml:"file_name_template"`
 		Formats          []string `yaml:"formats"`
@@ -51,8 +60,8 @@ func loadReleaseConfig(t *testing.T) releaseConfig {
 	if err := yaml.Unmarshal(raw, &c); err != nil {
 		t.Fatalf("parse .goreleaser.yaml: %v", err)
 	}
-	if len(c.Builds) != 1 || len(c.Nfpms) != 1 {
-		t.Fatalf("want one build and one nfpm entry, got %d and %d", len(c.Builds), len(c.Nfpms))
+	if len(c.Builds) != 2 || len(c.Archives) != 1 || len(c.Nfpms) != 1 {
+		t.Fatalf("want two builds (leasectl, its watchdog), one archive and one nfpm entry, got %d, %d and %d", len(c.Builds), len(c.Archives), len(c.Nfpms))
 	}
 	return c
 }
@@ -81,12 +90,32 @@ func TestLdflagsNameStringVariablesOfCmd(t *testing.T) {
 
 // docs/design.md §5: builds are static; -trimpath keeps build paths out of the binary.
 func TestBuildIsStatic(t *testing.T) {
-	b := loadReleaseConfig(t).Builds[0]
-	if !slices.Contains(b.Env, "CGO_ENABLED=0") {
-		t.Errorf("build env %v lacks CGO_ENABLED=0", b.Env)
+	for _, b := range loadReleaseConfig(t).Builds {
+		if !slices.Contains(b.Env, "CGO_ENABLED=0") {
+			t.Errorf("build %s env %v lacks CGO_ENABLED=0", b.ID, b.Env)
+		}
+		if !slices.Contains(b.Flags, "-trimpath") {
+			t.Errorf("build %s flags %v lack -trimpath", b.ID, b.Flags)
+		}
 	}
-	if !slices.Contains(b.Flags, "-trimpath") {
-		t.Errorf("build flags %v lack -trimpath", b.Flags)
+}
+
+// leasectl runs the small watchdog from its own folder (docs/design.md
+// §6.1): it is built for every platform leasectl is, and every archive and
+// package that holds leasectl holds it too, in the same folder.
+func TestTheWatchdogShipsBesideLeasectl(t *testing.T) {
+	c := loadReleaseConfig(t)
+	main, wd := c.Builds[0], c.Builds[1]
+	if main.Binary != "leasectl" || wd.Binary != "leasectl-watchdog" || wd.Main != "./cmd/leasectl-watchdog" {
+		t.Fatalf("builds %s and %s from %s, want leasectl, then leasectl-watchdog from ./cmd/leasectl-watchdog", main.Binary, wd.Binary, wd.Main)
+	}
+	if !slices.Equal(main.Goos, wd.Goos) || !slices.Equal(main.Goarch, wd.Goarch) {
+		t.Errorf("the watchdog is built for %v/%v, leasectl for %v/%v", wd.Goos, wd.Goarch, main.Goos, main.Goarch)
+	}
+	for what, ids := range map[string][]string{"the archive": c.Archives[0].IDs, "the package": c.Nfpms[0].IDs} {
+		if !slices.Equal(ids, []string{main.ID, wd.ID}) {
+			t.Errorf("%s holds the builds %v, want %v", what, ids, []string{main.ID, wd.ID})
+		}
 	}
 }
 

@@ -10,7 +10,8 @@
 //     the last confirmed renewal, and Safety < TTL, so the child is dead before
 //     the store could grant the lease to anyone else.
 //   - A "not the holder" answer kills the group at once.
-//   - A watchdog process (leasectl re-executing itself) kills the group when
+//   - A watchdog process (the small leasectl-watchdog, or leasectl re-executing
+//     itself when that is not installed beside it) kills the group when
 //     the deadline passes without an update or when the supervisor disappears,
 //     so a SIGKILLed or SIGSTOPped supervisor never leaves its child running.
 //   - On Linux the direct child also gets SIGKILL from the kernel when the

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,19 +179,60 @@ func TestFrozenRedisKillsTheChildWithinTheSafetyWindow(t *testing.T) {
 	}
 }
 
-func TestSupervisorSIGKILLedLeavesNoOrphans(t *testing.T) {
-	r := start(t, leasectl(t, redisSrv.Get(t), append([]string{"run", "--job", "killed"}, append(timing(), "--", "sh", "-c", childScript)...)...))
-	pid, gc := r.pid("pid"), r.pid("gc")
-	killedAt := time.Now()
-	if err := r.Cmd.Process.Kill(); err != nil {
+// watchdogPrograms are the two ways leasectl runs its watchdog: the small
+// leasectl-watchdog installed beside it, or, without it (`go install`),
+// leasectl re-executing itself. with returns the command to run.
+var watchdogPrograms = []struct {
+	name string // the file name the watchdog process runs
+	with func(t *testing.T, cmd *exec.Cmd) *exec.Cmd
+}{
+	{"leasectl-watchdog", func(_ *testing.T, cmd *exec.Cmd) *exec.Cmd { return cmd }},
+	{"leasectl", func(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
+		cmd.Path = testenv.Alone(t)
+		cmd.Args[0] = cmd.Path
+		return cmd
+	}},
+}
+
+// runsProgram fails t unless process pid runs the program named name, with
+// one P: a P costs a watchdog memory it has no use for.
+func runsProgram(t *testing.T, pid int, name string) {
+	t.Helper()
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []int{pid, gc} {
-		if d := testenv.DeathTime(t, p).Sub(killedAt); d > safety {
-			t.Errorf("process %d outlived its SIGKILLed supervisor by %s, want within the safety window %s", p, d, safety)
-		} else {
-			t.Logf("process %d died %s after the supervisor", p, d)
-		}
+	if filepath.Base(exe) != name {
+		t.Errorf("the watchdog runs %s, want %s", exe, name)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := strings.Split(string(environ), "\x00"); !slices.Contains(env, "GOMAXPROCS=1") {
+		t.Errorf("the watchdog runs without GOMAXPROCS=1 in its environment")
+	}
+}
+
+func TestSupervisorSIGKILLedLeavesNoOrphans(t *testing.T) {
+	for _, wd := range watchdogPrograms {
+		t.Run(wd.name, func(t *testing.T) {
+			r := start(t, wd.with(t, leasectl(t, redisSrv.Get(t), append([]string{"run", "--job", "killed"}, append(timing(), "--", "sh", "-c", childScript)...)...)))
+			pid, gc := r.pid("pid"), r.pid("gc")
+			runsProgram(t, watchdogOf(t, r.Cmd.Process.Pid), wd.name)
+			killedAt := time.Now()
+			if err := r.Cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []int{pid, gc} {
+				if d := testenv.DeathTime(t, p).Sub(killedAt); d > safety {
+					t.Errorf("process %d outlived its SIGKILLed supervisor by %s, want within the safety window %s", p, d, safety)
+				} else {
+					t.Logf("process %d died %s after the supervisor", p, d)
+				}
+			}
+			r.ExpectLog("watchdog: killing the child's process group: the supervisor vanished")
+		})
 	}
 }
 
@@ -445,19 +487,24 @@ func TestDescendantsThatLeftTheGroupAreKilledAtTheEnd(t *testing.T) {
 }
 
 func TestWatchdogKilledKillsTheChild(t *testing.T) {
-	// The child's process group is led by the watchdog.
-	r := start(t, leasectl(t, redisSrv.Get(t), append([]string{"run", "--job", "wd-killed"}, append(timing(), "--", "sh", "-c",
-		`echo pid $$; echo wd $(cut -d' ' -f5 /proc/$$/stat); exec sleep 1000`)...)...))
-	pid, wd := r.pid("pid"), r.pid("wd")
-	if wd == pid {
-		t.Fatalf("the child leads its own group %d; want the watchdog's", wd)
-	}
-	if err := syscall.Kill(wd, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	testenv.DeathTime(t, pid)
-	if code := r.ExitCode(); code != 125 {
-		t.Errorf("exit code %d, want 125: without its watchdog the run cannot keep its guarantee", code)
+	for _, prog := range watchdogPrograms {
+		t.Run(prog.name, func(t *testing.T) {
+			// The child's process group is led by the watchdog.
+			r := start(t, prog.with(t, leasectl(t, redisSrv.Get(t), append([]string{"run", "--job", "wd-killed"}, append(timing(), "--", "sh", "-c",
+				`echo pid $$; echo wd $(cut -d' ' -f5 /proc/$$/stat); exec sleep 1000`)...)...)))
+			pid, wd := r.pid("pid"), r.pid("wd")
+			if wd == pid {
+				t.Fatalf("the child leads its own group %d; want the watchdog's", wd)
+			}
+			runsProgram(t, wd, prog.name)
+			if err := syscall.Kill(wd, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			testenv.DeathTime(t, pid)
+			if code := r.ExitCode(); code != 125 {
+				t.Errorf("exit code %d, want 125: without its watchdog the run cannot keep its guarantee", code)
+			}
+		})
 	}
 }
 

@@ -1,7 +1,7 @@
 // Package initbudget keeps leasectl's package init within a recorded
 // budget. Every leasectl process pays the init of every package linked in,
-// and so does the watchdog `leasectl run` re-executes from its own binary:
-// a store driver or a library that builds tables at init makes every run
+// and so does the watchdog when `leasectl run` re-executes its own binary
+// for want of leasectl-watchdog beside it: a store driver or a library that builds tables at init makes every run
 // slower. Its test, run by `make test`, builds the real binary, runs
 // `GODEBUG=inittrace=1 leasectl version` many times, takes per package the
 // least clock time seen (noise on a busy machine only ever adds time), and

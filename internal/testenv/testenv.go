@@ -21,8 +21,9 @@ var (
 )
 
 // Leasectl builds the leasectl binary once per test process, statically
-// (CGO_ENABLED=0) as the release does, and returns its path. The binary lives
-// in a temporary folder removed by Cleanup.
+// (CGO_ENABLED=0) as the release does, with the small leasectl-watchdog
+// beside it as the release installs it, and returns its path. The binaries
+// live in a temporary folder removed by Cleanup.
 func Leasectl() (string, error) {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "leasectl-bin-")
@@ -31,14 +32,38 @@ func Leasectl() (string, error) {
 			return
 		}
 		buildPath = filepath.Join(dir, "leasectl")
-		cmd := exec.Command("go", "build", "-o", buildPath, ".")
-		cmd.Dir = moduleRoot()
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		if buildErr = build(buildPath, "."); buildErr == nil {
+			buildErr = build(filepath.Join(dir, "leasectl-watchdog"), "./cmd/leasectl-watchdog")
 		}
 	})
 	return buildPath, buildErr
+}
+
+// Alone returns the path of a copy of the leasectl binary with nothing
+// beside it, as `go install` leaves it: its runs' watchdog is leasectl
+// re-executing itself. It lives in a folder of the test's own.
+func Alone(t testing.TB) string {
+	t.Helper()
+	bin, err := Leasectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone := filepath.Join(t.TempDir(), "leasectl")
+	if err := os.Link(bin, alone); err != nil {
+		t.Fatal(err)
+	}
+	return alone
+}
+
+// build compiles the package pkg of the module to out, statically.
+func build(out, pkg string) error {
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = moduleRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
 }
 
 // Command is a command running the binary Leasectl builds with args,
