@@ -48,12 +48,8 @@ type Store struct {
 	held    map[string]heldRun   // job → the run this client acquired last
 	written map[string]*jobState // job → what this client's Acquire wrote
 
-	// The token feed (tokenfeed.go). feedMu is held while a watch's fn
-	// runs, so that fns run one at a time and none after its Close.
-	feedMu       sync.Mutex
-	feedClosed   bool
-	tokenWatches map[*tokenWatch]struct{}
-	feedProgress chan struct{} // closed at the next delivery; nil: nobody waits
+	// The token feed (tokenfeed.go), its hub made with the Store.
+	feed *tokenSource
 }
 
 // heldRun is what Renew needs of a run this client acquired: the etcd
@@ -77,7 +73,7 @@ func (s *Store) TTLRange() (min, max time.Duration) { return minTTL, maxTTL }
 // Close stops the token watches and closes the idle connections;
 // Subscribe's watches close with their subscriptions.
 func (s *Store) Close() error {
-	s.closeTokenWatches()
+	s.feed.hub.Close()
 	s.c.close()
 	return nil
 }

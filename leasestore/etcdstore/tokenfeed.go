@@ -1,93 +1,125 @@
 package etcdstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/feed"
 )
 
 // Token changes are the writes of a job's record (<ns>#job/<job>): every
 // grant and every end of a run (release, counted crash, late outcome)
 // rewrites it in the transaction that makes the change, and the record
 // carries the last token and the history that says whether its run ended.
-// Each watch is one etcd watch stream over that one key, started at the
-// revision after the read that gave its first state, so nothing in between
-// is missed; a broken stream is reported lost, read again and started
-// again after that read.
+// Each job followed is one etcd watch stream over that one key, which
+// hands its changes to the hub (package feed); a broken stream is
+// reported lost, opened again, and the job read again after that.
 //
-// The heartbeat (SyncTokens) reads the mod revision of every watched job's
-// record, linearizably, and waits until each watch has delivered the
-// change of that revision (or read a state at or past it): etcd's gateway
-// cannot ask a watch for a progress notification on demand (that is a
-// message on the open stream, which HTTP/1.1 cannot send once the answer
-// started), and the record's own revision needs none.
+// The heartbeat (SyncTokens) reads the mod revision of every followed
+// job's record, linearizably, and waits until each job's changes up to
+// that revision have reached the hub, by its stream or by a read at or
+// past it: etcd's gateway cannot ask a watch for a progress notification
+// on demand (that is a message on the open stream, which HTTP/1.1 cannot
+// send once the answer started), and the record's own revision needs
+// none.
 
-// feedReadTimeout bounds one read of a watched job's state by a watch's
-// goroutine, after its stream broke; a read that fails is tried again
-// after minWatchRetry, doubling up to maxWatchRetry, the watch reported
-// lost meanwhile.
+// feedReadTimeout bounds one read of a followed job's state by its
+// stream's goroutine, after the stream broke or when a write did not say
+// what changed.
 const feedReadTimeout = 5 * time.Second
 
-// tokenWatch is one job's watch: one etcd watch stream over its record
-// key, followed by its own goroutine.
-type tokenWatch struct {
-	s      *Store
-	job    string
-	fn     func(leasestore.TokenState)
-	cancel context.CancelFunc
-	done   chan struct{}
-
-	// Guarded by s.feedMu.
-	closed    bool
-	lost      bool                  // interrupted, and not read again since
-	broke     error                 // why the stream last broke, for SyncTokens's error
-	last      leasestore.TokenState // what fn was last called with
-	exists    bool                  // the record existed in the last state delivered
-	delivered int64                 // the revision fn has seen every change up to
+// WatchTokens starts following job's fencing state; see
+// leasestore.TokenFeed.
+func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+	return s.feed.hub.Watch(ctx, job, fn)
 }
 
-// WatchTokens starts following job's fencing state; see
-// leasestore.TokenFeed. It reads the job's keys, opens a watch stream over
-// its record from the revision after that read and, once etcd confirmed
-// it, calls fn with the state read.
-func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	s.feedMu.Lock()
-	closed := s.feedClosed
-	s.feedMu.Unlock()
-	if closed {
-		return nil, s.unavailable("watch tokens", errors.New("the store is closed"))
-	}
-	st, rev, exists, err := s.readTokens(ctx, job)
-	if err != nil {
-		return nil, err
-	}
+// SyncTokens is the feed's heartbeat; see leasestore.TokenFeed.
+func (s *Store) SyncTokens(ctx context.Context) error { return s.feed.hub.Sync(ctx) }
+
+// tokenSource is the Store's side of its token feed (feed.Source): a watch
+// stream per job followed, and how far each has reached the hub.
+type tokenSource struct {
+	s   *Store
+	hub *feed.Hub
+
+	mu       sync.Mutex
+	streams  map[string]*jobStream
+	progress chan struct{} // closed and replaced when a job's reach grows
+}
+
+// jobStream is the watch stream of one job, followed by its own goroutine.
+type jobStream struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	// Guarded by tokenSource.mu.
+	reached int64 // the revision every change up to which reached the hub
+	exists  bool  // the record existed at that revision
+	broke   error // why the stream last broke, for SyncTokens's error
+}
+
+func newTokenSource(s *Store) *tokenSource {
+	f := &tokenSource{s: s, streams: map[string]*jobStream{}, progress: make(chan struct{})}
+	f.hub = feed.New(f)
+	return f
+}
+
+// Follow opens a watch stream over job's record, from the revision after
+// etcd's current one, and returns once etcd confirmed it.
+func (f *tokenSource) Follow(ctx context.Context, job string) error {
 	wctx, cancel := context.WithCancel(context.Background())
-	stream, err := s.openTokenStream(ctx, wctx, job, rev+1)
+	stream, err := f.s.openTokenStream(ctx, wctx, job, 0)
 	if err != nil {
 		cancel()
-		return nil, s.unavailable("watch tokens", err)
+		return f.s.unavailable("watch tokens", err)
 	}
-	w := &tokenWatch{s: s, job: job, fn: fn, cancel: cancel, done: make(chan struct{})}
-	s.feedMu.Lock()
-	if s.feedClosed {
-		s.feedMu.Unlock()
-		cancel()
-		stream.Close()
-		return nil, s.unavailable("watch tokens", errors.New("the store is closed"))
+	js := &jobStream{cancel: cancel, done: make(chan struct{})}
+	f.mu.Lock()
+	f.streams[job] = js
+	f.mu.Unlock()
+	go f.run(wctx, job, js, stream)
+	return nil
+}
+
+// Unfollow closes job's stream.
+func (f *tokenSource) Unfollow(job string) {
+	f.mu.Lock()
+	js := f.streams[job]
+	delete(f.streams, job)
+	f.mu.Unlock()
+	if js != nil {
+		js.cancel()
+		<-js.done
 	}
-	if s.tokenWatches == nil {
-		s.tokenWatches = map[*tokenWatch]struct{}{}
+}
+
+// Read reads job's state, and counts the revision it was read at as
+// reached.
+func (f *tokenSource) Read(ctx context.Context, job string) (leasestore.TokenState, error) {
+	st, rev, exists, err := f.s.readTokens(ctx, job)
+	if err == nil {
+		f.reached(job, rev, exists)
 	}
-	s.tokenWatches[w] = struct{}{}
-	w.deliverLocked(st, rev, exists)
-	s.feedMu.Unlock()
-	go w.run(wctx, stream)
-	return w, nil
+	return st, err
+}
+
+// reached records that job's changes up to rev have reached the hub (or
+// are being delivered under the hub's lock of the job, which Barrier waits
+// out).
+func (f *tokenSource) reached(job string, rev int64, exists bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if js := f.streams[job]; js != nil && rev >= js.reached {
+		js.reached, js.exists = rev, exists
+		close(f.progress)
+		f.progress = make(chan struct{})
+	}
 }
 
 // readTokens reads job's state, the revision it was read at and whether
@@ -160,25 +192,28 @@ func (t *tokenStream) Close() {
 	t.body.Close()
 }
 
-// run follows the stream until the watch is closed; a stream that breaks
-// is reported lost, and followed again from a fresh read.
-func (w *tokenWatch) run(ctx context.Context, stream *tokenStream) {
-	defer close(w.done)
+// run follows job's stream until it is closed; a stream that breaks is
+// reported lost, opened again, and the job read again after that.
+func (f *tokenSource) run(ctx context.Context, job string, js *jobStream, stream *tokenStream) {
+	defer close(js.done)
 	for {
-		err := w.follow(ctx, stream)
+		err := f.follow(ctx, job, stream)
 		stream.Close()
 		if ctx.Err() != nil {
 			return
 		}
-		w.deliverLost(err)
-		if stream = w.reopen(ctx); stream == nil {
+		f.mu.Lock()
+		js.broke = err
+		f.mu.Unlock()
+		f.hub.Lost(job)
+		if stream = f.reopen(ctx, job); stream == nil {
 			return
 		}
 	}
 }
 
-// follow reports the changes the stream delivers until it breaks.
-func (w *tokenWatch) follow(ctx context.Context, stream *tokenStream) error {
+// follow hands the changes the stream delivers to the hub until it breaks.
+func (f *tokenSource) follow(ctx context.Context, job string, stream *tokenStream) error {
 	for {
 		var msg watchResponse
 		if err := stream.dec.Decode(&msg); err != nil {
@@ -195,20 +230,21 @@ func (w *tokenWatch) follow(ctx context.Context, stream *tokenStream) error {
 			return fmt.Errorf("watch cancelled (compacted at revision %d)", r.CompactRevision)
 		}
 		for _, e := range r.Events {
-			if err := w.changed(ctx, e.Type == "DELETE", e.KV); err != nil {
+			if err := f.changed(ctx, job, e.Type == "DELETE", e.KV); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-// changed reports the record write kv at its revision: a put says the
-// last token, and its history whether that token's run ended; a deletion
-// (keys deleted by an operator) leaves a job the store has no record of,
-// reported as a read, since it replaces every token before it.
-func (w *tokenWatch) changed(ctx context.Context, deleted bool, kv keyValue) error {
+// changed hands the hub the record write kv: a put says the last token,
+// and its history whether that token's run ended; a deletion (keys deleted
+// by an operator) leaves a job the store has no record of, handed on as a
+// read, since it replaces every token before it.
+func (f *tokenSource) changed(ctx context.Context, job string, deleted bool, kv keyValue) error {
 	if deleted {
-		w.deliver(leasestore.TokenState{Job: w.job, Read: true}, kv.ModRevision, false)
+		f.hub.Publish(leasestore.TokenState{Job: job, Read: true})
+		f.reached(job, kv.ModRevision, false)
 		return nil
 	}
 	var r record
@@ -221,14 +257,10 @@ func (w *tokenWatch) changed(ctx context.Context, deleted bool, kv keyValue) err
 		// only a read does, at a revision that includes this write.
 		rctx, cancel := context.WithTimeout(ctx, feedReadTimeout)
 		defer cancel()
-		st, rev, exists, err := w.s.readTokens(rctx, w.job)
-		if err != nil {
-			return err
-		}
-		w.deliver(st, rev, exists)
-		return nil
+		return f.hub.Reread(rctx, false, job)
 	}
-	w.deliver(leasestore.TokenState{Job: w.job, Token: r.LastToken, Live: live}, kv.ModRevision, true)
+	f.hub.Publish(leasestore.TokenState{Job: job, Token: r.LastToken, Live: live})
+	f.reached(job, kv.ModRevision, true)
 	return nil
 }
 
@@ -255,9 +287,9 @@ func (r *record) runLive() (live, ok bool) {
 	return false, false
 }
 
-// reopen reads the job's state and opens a stream from the revision after
-// it, trying again until it succeeds or the watch is closed (nil).
-func (w *tokenWatch) reopen(ctx context.Context) *tokenStream {
+// reopen opens job's stream again and has the hub read the job after
+// that, trying again until both succeed or the stream is closed (nil).
+func (f *tokenSource) reopen(ctx context.Context, job string) *tokenStream {
 	retry := minWatchRetry
 	for {
 		select {
@@ -267,129 +299,40 @@ func (w *tokenWatch) reopen(ctx context.Context) *tokenStream {
 		}
 		retry = min(2*retry, maxWatchRetry)
 		rctx, cancel := context.WithTimeout(ctx, feedReadTimeout)
-		st, rev, exists, err := w.s.readTokens(rctx, w.job)
-		var stream *tokenStream
+		stream, err := f.s.openTokenStream(rctx, ctx, job, 0)
 		if err == nil {
-			stream, err = w.s.openTokenStream(rctx, ctx, w.job, rev+1)
+			if err = f.hub.Reread(rctx, true, job); err != nil {
+				stream.Close()
+			}
 		}
 		cancel()
-		if err != nil {
-			continue
+		if err == nil {
+			return stream
 		}
-		w.deliver(st, rev, exists)
-		return stream
 	}
 }
 
-// deliver calls fn with st, a state that includes every change up to
-// revision rev, unless the watch is closed or st tells nothing new.
-func (w *tokenWatch) deliver(st leasestore.TokenState, rev int64, exists bool) {
-	w.s.feedMu.Lock()
-	defer w.s.feedMu.Unlock()
-	w.deliverLocked(st, rev, exists)
-}
-
-// deliverLocked is deliver with s.feedMu held. A published state that
-// repeats the last one is left out, and so is one that says a run is live
-// again after a state said it was not: a grant always has a new token, so
-// that is a write after the run's liveness expired (a lease-lost event, an
-// operator's quarantine), which the read before it judged better.
-func (w *tokenWatch) deliverLocked(st leasestore.TokenState, rev int64, exists bool) {
-	// A read at a later revision can overtake events still in the stream
-	// (changed reads the job when the history forgot its run): an event
-	// older than what fn already has would undo that read.
-	if w.closed || rev < w.delivered {
-		return
-	}
-	last := w.last
-	w.delivered, w.exists = rev, exists
-	defer w.s.progressed()
-	if !st.Read && !w.lost && st.Token == last.Token && (st.Live == last.Live || st.Live && !last.Live) {
-		return
-	}
-	w.lost, w.last = false, st
-	w.fn(st)
-}
-
-// deliverLost tells fn that changes may have been missed, because the
-// stream broke with err.
-func (w *tokenWatch) deliverLost(err error) {
-	w.s.feedMu.Lock()
-	defer w.s.feedMu.Unlock()
-	if w.closed {
-		return
-	}
-	w.lost, w.broke = true, err
-	w.last = leasestore.TokenState{Job: w.job, Lost: true}
-	w.fn(w.last)
-}
-
-// progressed wakes the heartbeats waiting on a delivery; s.feedMu is held.
-func (s *Store) progressed() {
-	if s.feedProgress != nil {
-		close(s.feedProgress)
-		s.feedProgress = nil
-	}
-}
-
-// Close stops the watch; fn is not called once it has returned.
-func (w *tokenWatch) Close() error {
-	w.s.feedMu.Lock()
-	w.closed = true
-	delete(w.s.tokenWatches, w)
-	w.s.feedMu.Unlock()
-	w.cancel()
-	<-w.done
-	return nil
-}
-
-// closeTokenWatches stops every token watch, when the Store is closed.
-func (s *Store) closeTokenWatches() {
-	s.feedMu.Lock()
-	s.feedClosed = true
-	watches := make([]*tokenWatch, 0, len(s.tokenWatches))
-	for w := range s.tokenWatches {
-		watches = append(watches, w)
-	}
-	s.feedMu.Unlock()
-	for _, w := range watches {
-		_ = w.Close()
-	}
-}
-
-// SyncTokens is the feed's heartbeat; see leasestore.TokenFeed. It reads
-// the mod revision of every watched job's record in one linearizable read
-// (40 jobs to a transaction), then waits until each watch has delivered
-// the write of that revision, or a read at or past it: every change
-// committed before the call has then reached its fn. A record deleted
-// before the call is waited for until its watch reports the deletion.
-func (s *Store) SyncTokens(ctx context.Context) error {
-	s.feedMu.Lock()
-	jobs := map[string]bool{}
-	for w := range s.tokenWatches {
-		jobs[w.job] = true
-	}
-	s.feedMu.Unlock()
-	if len(jobs) == 0 {
-		return nil
-	}
-	list := make([]string, 0, len(jobs))
-	for job := range jobs {
-		list = append(list, job)
-	}
+// Barrier reads the mod revision of every followed job's record in one
+// linearizable read (40 jobs to a transaction), then waits until each
+// job's changes up to that revision have reached the hub; then every
+// change committed before the call has. A record deleted before the call
+// is waited for until its stream reports the deletion. Lost jobs are left
+// to the hub, which fails the heartbeat for them.
+func (f *tokenSource) Barrier(ctx context.Context) error {
+	jobs := f.hub.Jobs()
 	revs := map[string]int64{} // job → its record's mod revision; 0: none
-	for start := 0; start < len(list); start += batchJobs {
-		batch := list[start:min(start+batchJobs, len(list))]
+	for start := 0; start < len(jobs); start += batchJobs {
+		batch := jobs[start:min(start+batchJobs, len(jobs))]
 		var ops []requestOp
 		for _, job := range batch {
-			ops = append(ops, requestOp{Range: &rangeRequest{Key: s.key(kindJob, job), KeysOnly: true}})
+			ops = append(ops, requestOp{Range: &rangeRequest{Key: f.s.key(kindJob, job), KeysOnly: true}})
 		}
 		var resp txnResponse
-		if err := s.c.call(ctx, "/v3/kv/txn", txnRequest{Success: ops}, &resp); err != nil {
-			return s.unavailable("sync tokens", err)
+		if err := f.s.c.call(ctx, "/v3/kv/txn", txnRequest{Success: ops}, &resp); err != nil {
+			return f.s.unavailable("sync tokens", err)
 		}
 		if len(resp.Responses) != len(batch) {
-			return s.unavailable("sync tokens", fmt.Errorf("%d answers to %d reads", len(resp.Responses), len(batch)))
+			return f.s.unavailable("sync tokens", fmt.Errorf("%d answers to %d reads", len(resp.Responses), len(batch)))
 		}
 		for i, job := range batch {
 			if r := resp.Responses[i].Range; r != nil && len(r.KVs) > 0 {
@@ -397,31 +340,30 @@ func (s *Store) SyncTokens(ctx context.Context) error {
 			}
 		}
 	}
+	lost := map[string]bool{}
+	for _, job := range f.hub.LostJobs() {
+		lost[job] = true
+	}
 	for {
-		s.feedMu.Lock()
+		f.mu.Lock()
 		behind := 0
 		var broke error
-		for w := range s.tokenWatches {
-			rev, known := revs[w.job], jobs[w.job]
-			if !known {
-				continue // started after the read: it read its own state
+		for _, job := range jobs {
+			js := f.streams[job]
+			if js == nil || lost[job] {
+				continue // closed, or the hub's to report
 			}
-			if w.lost || rev == 0 && w.exists || rev > w.delivered {
+			if rev := revs[job]; rev == 0 && js.exists || rev > js.reached {
 				behind++
-				if w.lost && broke == nil {
-					broke = w.broke
-				}
+				broke = cmp.Or(broke, js.broke)
 			}
 		}
+		wait := f.progress
+		f.mu.Unlock()
 		if behind == 0 {
-			s.feedMu.Unlock()
+			f.hub.Settle(jobs...)
 			return nil
 		}
-		if s.feedProgress == nil {
-			s.feedProgress = make(chan struct{})
-		}
-		wait := s.feedProgress
-		s.feedMu.Unlock()
 		select {
 		case <-wait:
 		case <-ctx.Done():
@@ -429,7 +371,7 @@ func (s *Store) SyncTokens(ctx context.Context) error {
 			if broke != nil {
 				err = fmt.Errorf("%w (a watch stream broke: %v)", err, broke)
 			}
-			return s.unavailable("sync tokens", err)
+			return f.s.unavailable("sync tokens", err)
 		}
 	}
 }

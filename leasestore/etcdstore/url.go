@@ -118,6 +118,7 @@ func Open(rawURL, namespace string) (*Store, error) {
 		addr:     strings.Join(strings.Split(u.Host, ","), ","),
 		password: password,
 	}
+	s.feed = newTokenSource(s)
 	return s, nil
 }
 

@@ -29,7 +29,7 @@ type Store struct {
 
 	// The token feed (tokenfeed.go), started by the first WatchTokens.
 	feedMu     sync.Mutex
-	feed       *tokenFeed
+	feed       *tokenSource
 	feedClosed bool
 }
 

@@ -36,7 +36,7 @@ type Store struct {
 	// copied holds the runs (copiedKey) whose acquire went to more than
 	// one registry and was granted: a copy may still land (late.go).
 	copied sync.Map
-	feed   feed // token watches (tokenfeed.go)
+	feed   *tokenSource // token watches (tokenfeed.go)
 }
 
 var _ leasestore.Store = (*Store)(nil)
@@ -79,7 +79,7 @@ func (e *AuthError) Is(target error) bool {
 // Close stops the Store's token watches and closes the idle connections to
 // the registry.
 func (s *Store) Close() error {
-	s.closeFeed()
+	s.feed.hub.Close()
 	s.transport.CloseIdleConnections()
 	return nil
 }

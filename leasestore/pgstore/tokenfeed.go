@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/feed"
 )
 
 // Token changes travel by LISTEN/NOTIFY too: acquire's grant, release and
@@ -24,12 +25,12 @@ import (
 // its transaction commits, and delivers them in commit order.
 //
 // A Store's feed is one listener (notify.go) on the token channel and on a
-// sync channel of its own, and the watches filter the jobs they follow;
-// its goroutine calls their fns, from the listener's notification callback.
-// The heartbeat (SyncTokens) notifies the sync channel from a pooled
-// connection: notifications of every channel reach a listening session in
-// the order their transactions committed, so the marker's return proves
-// that every change committed before it was sent has been delivered.
+// sync channel of its own, which hands each change to the hub (package
+// feed) from the listener's notification callback. The heartbeat
+// (SyncTokens) notifies the sync channel from a pooled connection:
+// notifications of every channel reach a listening session in the order
+// their transactions committed, so the marker's return proves that every
+// change committed before it was sent has been delivered.
 //
 // Behind PgBouncer in transaction pooling, LISTEN is accepted and hears
 // nothing (the server session is handed to other clients between
@@ -72,7 +73,7 @@ func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.
 	if err != nil {
 		return nil, s.unavailable("watch tokens", err)
 	}
-	return f.watch(ctx, job, fn)
+	return f.hub.Watch(ctx, job, fn)
 }
 
 // SyncTokens is the feed's heartbeat; see leasestore.TokenFeed. It reads
@@ -85,7 +86,7 @@ func (s *Store) SyncTokens(ctx context.Context) error {
 	if f == nil {
 		return nil
 	}
-	return f.sync(ctx)
+	return f.hub.Sync(ctx)
 }
 
 // tokenFeed returns the Store's feed, connecting it on first use.
@@ -102,8 +103,9 @@ func (s *Store) tokenFeed(ctx context.Context) (*tokenFeed, error) {
 	_, _ = rand.Read(id)
 	f := &tokenFeed{
 		s: s, channel: tokenChannel(s.ns), syncChannel: "leasectl_sync_" + hex.EncodeToString(id),
-		changed: make(chan struct{}), watches: map[string][]*tokenWatch{}, beats: map[string]chan struct{}{},
+		changed: make(chan struct{}), beats: map[string]chan struct{}{},
 	}
+	f.hub = feed.New(f)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	l, err := s.listen(ctx, &listener{
 		listen:   "LISTEN " + quoteIdent(f.channel) + "; LISTEN " + quoteIdent(f.syncChannel),
@@ -128,6 +130,7 @@ func (s *Store) closeFeed() {
 	if f == nil {
 		return
 	}
+	f.hub.Close()
 	f.cancel()
 	f.l.close()
 	f.mu.Lock()
@@ -137,36 +140,25 @@ func (s *Store) closeFeed() {
 	f.mu.Unlock()
 }
 
-// tokenFeed is the Store's leasestore.TokenFeed: one listener, on the
-// namespace's token channel and the feed's sync channel.
+// tokenFeed is the Store's side of its token feed (feed.Source): one
+// listener, on the namespace's token channel and the feed's sync channel.
 type tokenFeed struct {
 	s           *Store
+	hub         *feed.Hub
 	l           *listener
 	channel     string // the namespace's token channel
 	syncChannel string // this feed's alone
 	ctx         context.Context
 	cancel      context.CancelFunc // ends the reads of the listener's goroutine
 
-	// mu guards what follows and is held while fns run and while watches'
-	// states are read, so that each watch gets its read before the changes
-	// received after it, and Close waits for a running fn.
 	mu        sync.Mutex
-	listening bool          // the connection listens, as far as the feed knows
-	proven    bool          // a marker came back: notifications reach the feed's connection
-	closed    bool          // the Store is closed
-	lastErr   error         // why the connection was last lost, or could not connect
-	changed   chan struct{} // closed and replaced when listening, proven or closed change
-	watches   map[string][]*tokenWatch
+	listening bool                     // the connection listens, as far as the feed knows
+	proven    bool                     // a marker came back: notifications reach the feed's connection
+	closed    bool                     // the Store is closed
+	lastErr   error                    // why the connection was last lost, or could not connect
+	changed   chan struct{}            // closed and replaced when listening, proven or closed change
 	beats     map[string]chan struct{} // pending heartbeats by marker, closed when it came back
 	seq       uint64
-}
-
-// tokenWatch is one watch of one job.
-type tokenWatch struct {
-	f      *tokenFeed
-	job    string
-	fn     func(leasestore.TokenState)
-	synced bool // fn has had a read since the watch started or was lost; guarded by f.mu
 }
 
 // broadcast wakes whoever waits for a change of the feed's state; f.mu is
@@ -176,42 +168,55 @@ func (f *tokenFeed) broadcast() {
 	f.changed = make(chan struct{})
 }
 
-// watch adds a watch of job once the feed's connection listens and has
-// shown that notifications reach it, and reports its first state.
-func (f *tokenFeed) watch(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+// Follow returns once the feed's connection listens and has shown that
+// notifications reach it: the token channel carries every job's changes.
+func (f *tokenFeed) Follow(ctx context.Context, _ string) error {
 	for {
 		f.mu.Lock()
 		switch {
 		case f.closed:
 			f.mu.Unlock()
-			return nil, f.s.unavailable("watch tokens", errClosed)
+			return f.s.unavailable("watch tokens", errClosed)
 		case f.listening && f.proven:
-			defer f.mu.Unlock()
-			// Read with the feed's lock held: a change received meanwhile
-			// reaches the new watch after its read, which it may repeat.
-			st, err := f.read(ctx, job)
-			if err != nil {
-				return nil, err
-			}
-			w := &tokenWatch{f: f, job: job, fn: fn, synced: true}
-			f.watches[job] = append(f.watches[job], w)
-			w.fn(st)
-			return w, nil
+			f.mu.Unlock()
+			return nil
 		case f.listening:
 			f.mu.Unlock()
 			if err := f.probe(ctx); err != nil {
-				return nil, err
+				return err
 			}
 		default:
-			wait, down := f.changed, f.down()
+			err := f.awaitListening(ctx)
 			f.mu.Unlock()
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return nil, f.s.unavailable("watch tokens", down)
+			if err != nil {
+				return f.s.unavailable("watch tokens", err)
 			}
 		}
 	}
+}
+
+// Unfollow does nothing: the channel carries every job's changes, and the
+// hub drops those of jobs nobody watches.
+func (f *tokenFeed) Unfollow(string) {}
+
+// awaitListening waits until the connection listens; f.mu is held, and
+// released while waiting.
+func (f *tokenFeed) awaitListening(ctx context.Context) error {
+	for !f.listening {
+		if f.closed {
+			return errClosed
+		}
+		wait, down := f.changed, f.down()
+		f.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			f.mu.Lock()
+			return down
+		}
+		f.mu.Lock()
+	}
+	return nil
 }
 
 // probe sends a marker on the feed's sync channel and waits for it, so that
@@ -235,28 +240,8 @@ func (f *tokenFeed) down() error {
 	return fmt.Errorf("the token feed's connection is down: %v", f.lastErr)
 }
 
-// Close stops the watch; fn is not called once it has returned.
-func (w *tokenWatch) Close() error {
-	f := w.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	list := f.watches[w.job]
-	for i, o := range list {
-		if o == w {
-			list = append(list[:i:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(f.watches, w.job)
-	} else {
-		f.watches[w.job] = list
-	}
-	return nil
-}
-
-// read reads job's state from the store; f.mu is held.
-func (f *tokenFeed) read(ctx context.Context, job string) (leasestore.TokenState, error) {
+// Read reads job's state from the store.
+func (f *tokenFeed) Read(ctx context.Context, job string) (leasestore.TokenState, error) {
 	var r struct {
 		Current int64 `json:"current"`
 		Live    bool  `json:"live"`
@@ -267,90 +252,41 @@ func (f *tokenFeed) read(ctx context.Context, job string) (leasestore.TokenState
 	return leasestore.TokenState{Job: job, Token: r.Current, Live: r.Live, Read: true}, nil
 }
 
-// readLost reads the state of every watch that has had none since it was
-// lost and reports it; f.mu is held. It returns the first failure: those
-// watches stay lost.
-func (f *tokenFeed) readLost(ctx context.Context) error {
-	var first error
-	for job, list := range f.watches {
-		if !anyLost(list) {
-			continue
-		}
-		st, err := f.read(ctx, job)
-		if err != nil {
-			first = cmpOr(first, err)
-			continue
-		}
-		for _, w := range list {
-			w.fn(st)
-			w.synced = true
-		}
-	}
-	return first
-}
-
-// anyLost reports whether a watch of list has had no read since it was
-// lost.
-func anyLost(list []*tokenWatch) bool {
-	for _, w := range list {
-		if !w.synced {
-			return true
-		}
-	}
-	return false
-}
-
-// cmpOr is the first of a and b that is not nil.
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
 // up is the listener's: the connection listens. On a new connection after
 // a lost one, every watch reads its state again: what was published
 // meanwhile is lost.
 func (f *tokenFeed) up(first bool) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.listening = true
 	f.broadcast()
+	f.mu.Unlock()
 	if first {
 		return
 	}
 	ctx, cancel := context.WithTimeout(f.ctx, feedReadTimeout)
 	defer cancel()
-	_ = f.readLost(ctx)
+	_ = f.hub.Reread(ctx, true)
 }
 
 // lost is the listener's: the connection was lost, or could not be made
 // again. Every watch is told that changes may have been missed.
 func (f *tokenFeed) lost(err error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.lastErr = err
 	if f.listening {
 		f.listening = false
 		f.broadcast()
 	}
-	for _, list := range f.watches {
-		for _, w := range list {
-			if w.synced {
-				w.synced = false
-				w.fn(leasestore.TokenState{Job: w.job, Lost: true})
-			}
-		}
-	}
+	f.mu.Unlock()
+	f.hub.Lost()
 }
 
 // notified is the listener's: a change of some job of the namespace, or
 // one of the feed's heartbeat markers.
 func (f *tokenFeed) notified(n *pgconn.Notification) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	switch n.Channel {
 	case f.syncChannel:
+		f.mu.Lock()
 		if b := f.beats[n.Payload]; b != nil {
 			delete(f.beats, n.Payload)
 			close(b)
@@ -359,15 +295,10 @@ func (f *tokenFeed) notified(n *pgconn.Notification) {
 			f.proven = true
 			f.broadcast()
 		}
+		f.mu.Unlock()
 	case f.channel:
-		st, ok := parseChange(n.Payload)
-		if !ok {
-			return
-		}
-		for _, w := range f.watches[st.Job] {
-			if w.synced {
-				w.fn(st)
-			}
+		if st, ok := parseChange(n.Payload); ok {
+			f.hub.Publish(st)
 		}
 	}
 }
@@ -389,46 +320,30 @@ func parseChange(payload string) (leasestore.TokenState, bool) {
 	return leasestore.TokenState{Job: job, Token: n, Live: payload[0] == grantPrefix}, true
 }
 
-// sync is SyncTokens: a round trip of a marker, once the watches lost
+// Barrier is SyncTokens' round trip of a marker, once the watches lost
 // since the connection was have read their state again.
-func (f *tokenFeed) sync(ctx context.Context) error {
-	f.mu.Lock()
-	n := len(f.watches)
-	f.mu.Unlock()
-	if n == 0 {
-		return nil
-	}
+func (f *tokenFeed) Barrier(ctx context.Context) error {
 	return f.roundTrip(ctx, "sync tokens", "")
 }
 
 // roundTrip waits until the connection listens, reads the lost watches
 // again, sends a marker on the sync channel from a pooled connection and
 // waits until it comes back; then every change committed before the call
-// has reached the watches' fns. It fails when a watch is lost at the end;
-// op names the operation in errors, and hint follows the error of a marker
-// that did not come back.
+// has reached the hub. op names the operation in errors, and hint follows
+// the error of a marker that did not come back.
 func (f *tokenFeed) roundTrip(ctx context.Context, op, hint string) error {
 	unavailable := func(err error) error { return f.s.unavailable(op, err) }
 	f.mu.Lock()
-	for !f.listening {
-		if f.closed {
-			f.mu.Unlock()
-			return unavailable(errClosed)
-		}
-		wait, down := f.changed, f.down()
+	if err := f.awaitListening(ctx); err != nil {
 		f.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return unavailable(down)
-		}
-		f.mu.Lock()
+		return unavailable(err)
 	}
+	f.mu.Unlock()
 	// A read after the call began covers every change before it.
-	if err := f.readLost(ctx); err != nil {
-		f.mu.Unlock()
+	if err := f.hub.Reread(ctx, true); err != nil {
 		return err
 	}
+	f.mu.Lock()
 	f.seq++
 	marker := strconv.FormatUint(f.seq, 10)
 	back := make(chan struct{})
@@ -448,16 +363,9 @@ func (f *tokenFeed) roundTrip(ctx context.Context, op, hint string) error {
 	}
 	select {
 	case <-back:
+		return nil
 	case <-ctx.Done():
 		// Not through unavailable, which would name only the deadline.
 		return &leasestore.UnavailableError{Op: op, Err: fmt.Errorf("%w%s", errNoMarker, hint)}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for job, list := range f.watches {
-		if anyLost(list) {
-			return unavailable(fmt.Errorf("the feed's connection was lost, and job %q has not read its state since", job))
-		}
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/feed"
 )
 
 // Payloads on a job's notification channel (lua/lib.lua): a grant, the end
@@ -25,8 +26,9 @@ const (
 
 const (
 	// feedReadTimeout bounds one read of a watched job's state, after its
-	// watch subscribed or re-subscribed. A read that fails leaves the watch
-	// lost (its checker asks the store) until SyncTokens subscribes again.
+	// channel was subscribed again or carried an empty payload. A read that
+	// fails leaves the watch lost (its checker asks the store) until
+	// SyncTokens subscribes again.
 	feedReadTimeout = 5 * time.Second
 
 	// feedRetry is how long the feed waits after a failed receive before it
@@ -49,7 +51,7 @@ func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.
 	if err != nil {
 		return nil, err
 	}
-	return f.watch(ctx, job, fn)
+	return f.hub.Watch(ctx, job, fn)
 }
 
 // SyncTokens is the feed's heartbeat; see leasestore.TokenFeed. It
@@ -64,7 +66,7 @@ func (s *Store) SyncTokens(ctx context.Context) error {
 	if f == nil {
 		return nil
 	}
-	return f.sync(ctx)
+	return f.hub.Sync(ctx)
 }
 
 // tokenFeed returns the Store's feed, starting it on first use.
@@ -78,12 +80,14 @@ func (s *Store) tokenFeed() (*tokenFeed, error) {
 		id := make([]byte, 8)
 		_, _ = rand.Read(id)
 		ctx, cancel := context.WithCancel(context.Background())
-		s.feed = &tokenFeed{
+		f := &tokenFeed{
 			s: s, ps: s.rdb.Subscribe(ctx), id: hex.EncodeToString(id), ctx: ctx, cancel: cancel,
-			done: make(chan struct{}), watches: map[string][]*tokenWatch{}, beats: map[string]*beat{},
-			shards: map[string]int{},
+			done: make(chan struct{}), jobs: map[string]string{}, waiting: map[string][]chan struct{}{},
+			beats: map[string]*beat{}, shards: map[string]int{},
 		}
-		go s.feed.run()
+		f.hub = feed.New(f)
+		s.feed = f
+		go f.run()
 	}
 	return s.feed, nil
 }
@@ -95,18 +99,20 @@ func (s *Store) closeFeed() {
 	s.feedClosed = true
 	s.feedMu.Unlock()
 	if f != nil {
+		f.hub.Close()
 		f.cancel()
 		_ = f.ps.Close()
 		<-f.done
 	}
 }
 
-// tokenFeed is the Store's leasestore.TokenFeed: one pub/sub connection,
-// subscribed to the watched jobs' notification channels and their shards'
-// heartbeat channels, and one goroutine (run) that receives on it, reads
-// states and calls the watches' fns.
+// tokenFeed is the Store's side of its token feed (feed.Source): one
+// pub/sub connection, subscribed to the watched jobs' notification channels
+// and their shards' heartbeat channels, and one goroutine (run) that
+// receives on it and hands the changes to the hub.
 type tokenFeed struct {
 	s      *Store
+	hub    *feed.Hub
 	ps     *redis.PubSub
 	id     string // makes this feed's heartbeat markers unique
 	ctx    context.Context
@@ -114,26 +120,11 @@ type tokenFeed struct {
 	done   chan struct{} // closed when run returns
 
 	mu      sync.Mutex
-	watches map[string][]*tokenWatch // by notification channel
-	shards  map[string]int           // heartbeat channel -> shard, of every shard ever watched
-	beats   map[string]*beat         // pending heartbeats by marker
+	jobs    map[string]string          // notification channel -> job, of the jobs followed
+	waiting map[string][]chan struct{} // Follows waiting for their channel's SUBSCRIBE, by channel
+	shards  map[string]int             // heartbeat channel -> shard, of every shard ever followed
+	beats   map[string]*beat           // pending heartbeats by marker
 	seq     uint64
-}
-
-// tokenWatch is one watch of one job.
-type tokenWatch struct {
-	f       *tokenFeed
-	job     string
-	channel string
-	fn      func(leasestore.TokenState)
-
-	// mu is held while fn runs, so that Close returns only when fn is done.
-	mu     sync.Mutex
-	closed bool
-
-	// Guarded by f.mu, written only by run.
-	synced bool          // fn has had a read since the watch started or was lost
-	ready  chan struct{} // closed after the first read
 }
 
 // beat is one heartbeat waiting for its marker on every shard it was sent to.
@@ -142,68 +133,50 @@ type beat struct {
 	done chan struct{}
 }
 
-// watch adds a watch of job and waits until it has its first state.
-func (f *tokenFeed) watch(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+// Follow subscribes to job's channel and its shard's heartbeat channel,
+// and returns once Redis confirmed the job's.
+func (f *tokenFeed) Follow(ctx context.Context, job string) error {
 	shard := shardOf(job)
-	w := &tokenWatch{f: f, job: job, channel: f.s.channel(job), fn: fn, ready: make(chan struct{})}
-	hb := f.s.heartbeatChannel(shard)
+	channel, hb := f.s.channel(job), f.s.heartbeatChannel(shard)
+	confirmed := make(chan struct{})
 	f.mu.Lock()
-	f.watches[w.channel] = append(f.watches[w.channel], w)
+	f.jobs[channel] = job
 	f.shards[hb] = shard
+	f.waiting[channel] = append(f.waiting[channel], confirmed)
 	f.mu.Unlock()
-	// Every watch subscribes, even to a channel already subscribed: the
-	// confirmation is what tells run to read the new watch's first state,
-	// in order with the channel's messages.
-	if err := f.ps.Subscribe(ctx, hb, w.channel); err != nil {
-		_ = w.Close()
-		return nil, f.s.unavailable("watch tokens", err)
+	if err := f.ps.Subscribe(ctx, hb, channel); err != nil {
+		return f.s.unavailable("watch tokens", err)
 	}
 	select {
-	case <-w.ready:
-		return w, nil
+	case <-confirmed:
+		return nil
 	case <-ctx.Done():
-		_ = w.Close()
-		return nil, f.s.unavailable("watch tokens", ctx.Err())
+		return f.s.unavailable("watch tokens", ctx.Err())
 	}
 }
 
-// Close stops the watch; fn is not called once it has returned.
-func (w *tokenWatch) Close() error {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	f := w.f
+// Unfollow unsubscribes from job's channel; if that fails, the channel's
+// messages are received and dropped.
+func (f *tokenFeed) Unfollow(job string) {
+	channel := f.s.channel(job)
 	f.mu.Lock()
-	list := f.watches[w.channel]
-	for i, o := range list {
-		if o == w {
-			list = append(list[:i:i], list[i+1:]...)
-			break
-		}
-	}
-	last := len(list) == 0
-	if last {
-		delete(f.watches, w.channel)
-	} else {
-		f.watches[w.channel] = list
-	}
+	delete(f.jobs, channel)
+	delete(f.waiting, channel)
 	f.mu.Unlock()
-	if last {
-		ctx, cancel := context.WithTimeout(f.ctx, unsubscribeTimeout)
-		defer cancel()
-		_ = f.ps.Unsubscribe(ctx, w.channel)
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(f.ctx, unsubscribeTimeout)
+	defer cancel()
+	_ = f.ps.Unsubscribe(ctx, channel)
 }
 
-// deliver calls w's fn with st unless w is closed.
-func (w *tokenWatch) deliver(st leasestore.TokenState) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		st.Job = w.job
-		w.fn(st)
+// Read reads job's state from the store.
+func (f *tokenFeed) Read(ctx context.Context, job string) (leasestore.TokenState, error) {
+	v, err := f.s.run(ctx, "watch tokens", scriptCheckToken, f.s.jobKeys(job), f.s.jobPrefix(job), job)
+	if err != nil {
+		return leasestore.TokenState{}, err
 	}
+	r := &reply{op: "watch tokens", v: v}
+	st := leasestore.TokenState{Job: job, Token: r.int(0), Live: r.int(1) == 1, Read: true}
+	return st, r.err
 }
 
 // run receives until the feed is closed. A failed receive means the
@@ -218,7 +191,7 @@ func (f *tokenFeed) run() {
 			return
 		}
 		if err != nil {
-			f.lost()
+			f.hub.Lost()
 			select {
 			case <-time.After(feedRetry):
 			case <-f.ctx.Done():
@@ -237,77 +210,33 @@ func (f *tokenFeed) run() {
 	}
 }
 
-// lost tells every watch that changes may have been missed.
-func (f *tokenFeed) lost() {
-	for _, w := range f.all(func(w *tokenWatch) bool { w.synced = false; return true }) {
-		w.deliver(leasestore.TokenState{Lost: true})
-	}
-}
-
-// all returns the watches for which keep returns true, calling it under
-// f.mu.
-func (f *tokenFeed) all(keep func(*tokenWatch) bool) []*tokenWatch {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []*tokenWatch
-	for _, list := range f.watches {
-		for _, w := range list {
-			if keep(w) {
-				out = append(out, w)
-			}
-		}
-	}
-	return out
-}
-
-// subscribed reads the state of the channel's watches that have none since
-// they started or were lost: from now on, every change reaches them.
+// subscribed handles Redis's confirmation of a channel's SUBSCRIBE: the
+// Follows waiting for it return, and a job whose watches were lost reads
+// its state again (go-redis re-subscribed after a lost connection, or
+// SyncTokens did): from now on, every change reaches the hub.
 func (f *tokenFeed) subscribed(channel string) {
 	f.mu.Lock()
-	var pending []*tokenWatch
-	for _, w := range f.watches[channel] {
-		if !w.synced {
-			pending = append(pending, w)
-		}
-	}
+	job, followed := f.jobs[channel]
+	waiting := f.waiting[channel]
+	delete(f.waiting, channel)
 	f.mu.Unlock()
-	if len(pending) == 0 {
-		return
+	for _, c := range waiting {
+		close(c)
 	}
-	st, err := f.read(pending[0].job)
-	if err != nil {
-		return
+	if followed {
+		f.reread(true, job)
 	}
-	for _, w := range pending {
-		w.deliver(st)
-	}
-	f.mu.Lock()
-	for _, w := range pending {
-		w.synced = true
-		select {
-		case <-w.ready:
-		default:
-			close(w.ready)
-		}
-	}
-	f.mu.Unlock()
 }
 
-// read reads job's state from the store.
-func (f *tokenFeed) read(job string) (leasestore.TokenState, error) {
+// reread has the hub read job, bounded by feedReadTimeout.
+func (f *tokenFeed) reread(lostOnly bool, job string) {
 	ctx, cancel := context.WithTimeout(f.ctx, feedReadTimeout)
 	defer cancel()
-	v, err := f.s.run(ctx, "watch tokens", scriptCheckToken, f.s.jobKeys(job), f.s.jobPrefix(job), job)
-	if err != nil {
-		return leasestore.TokenState{}, err
-	}
-	r := &reply{op: "watch tokens", v: v}
-	st := leasestore.TokenState{Token: r.int(0), Live: r.int(1) == 1, Read: true}
-	return st, r.err
+	_ = f.hub.Reread(ctx, lostOnly, job)
 }
 
 // message handles one published message: a heartbeat marker, or a change
-// of a watched job.
+// of a followed job.
 func (f *tokenFeed) message(m *redis.Message) {
 	f.mu.Lock()
 	if _, ok := f.shards[m.Channel]; ok {
@@ -320,38 +249,23 @@ func (f *tokenFeed) message(m *redis.Message) {
 		f.mu.Unlock()
 		return
 	}
-	var synced []*tokenWatch
-	for _, w := range f.watches[m.Channel] {
-		if w.synced {
-			synced = append(synced, w)
-		}
-	}
+	job, followed := f.jobs[m.Channel]
 	f.mu.Unlock()
-	if len(synced) == 0 || m.Payload == unquarantinePayload {
+	if !followed || m.Payload == unquarantinePayload {
 		return
 	}
-	st, ok := parseChange(m.Payload)
-	if !ok {
-		// A leasectl older than the feed publishes an empty payload on a
-		// release: something changed, and only a read says what.
-		var err error
-		if st, err = f.read(synced[0].job); err != nil {
-			f.mu.Lock()
-			for _, w := range synced {
-				w.synced = false
-			}
-			f.mu.Unlock()
-			st = leasestore.TokenState{Lost: true}
-		}
+	if st, ok := parseChange(job, m.Payload); ok {
+		f.hub.Publish(st)
+		return
 	}
-	for _, w := range synced {
-		w.deliver(st)
-	}
+	// A leasectl older than the feed publishes an empty payload on a
+	// release: something changed, and only a read says what.
+	f.reread(false, job)
 }
 
-// parseChange parses a grant ('g' and the token) or an end ('e' and the
-// token).
-func parseChange(payload string) (leasestore.TokenState, bool) {
+// parseChange parses a change of job: a grant ('g' and the token) or an
+// end ('e' and the token).
+func parseChange(job, payload string) (leasestore.TokenState, bool) {
 	live := strings.HasPrefix(payload, grantPrefix)
 	if !live && !strings.HasPrefix(payload, endPrefix) {
 		return leasestore.TokenState{}, false
@@ -360,29 +274,33 @@ func parseChange(payload string) (leasestore.TokenState, bool) {
 	if err != nil {
 		return leasestore.TokenState{}, false
 	}
-	return leasestore.TokenState{Token: token, Live: live}, true
+	return leasestore.TokenState{Job: job, Token: token, Live: live}, true
 }
 
-// sync sends one heartbeat and waits for its markers; see SyncTokens.
-func (f *tokenFeed) sync(ctx context.Context) error {
+// Barrier sends one heartbeat and waits for its markers; see SyncTokens.
+// Channels whose watches were lost without the connection being
+// re-established (a subscription refused, a failed read) are subscribed
+// again first, with the heartbeat channels, which may have been refused
+// too: their confirmation, which comes before the markers, reads them
+// again.
+func (f *tokenFeed) Barrier(ctx context.Context) error {
+	lost := f.hub.LostJobs()
 	f.mu.Lock()
-	var shards []int
 	b := &beat{left: map[string]bool{}, done: make(chan struct{})}
 	watched := map[int]bool{}
+	for _, job := range f.jobs {
+		watched[shardOf(job)] = true
+	}
+	var shards []int
 	var resubscribe []string
-	for channel, list := range f.watches {
-		for _, w := range list {
-			watched[shardOf(w.job)] = true
-			if !w.synced {
-				resubscribe = append(resubscribe, channel)
-			}
-		}
+	for _, job := range lost {
+		resubscribe = append(resubscribe, f.s.channel(job))
 	}
 	for hb, shard := range f.shards {
 		if watched[shard] {
 			shards = append(shards, shard)
 			b.left[hb] = true
-			if len(resubscribe) > 0 {
+			if len(lost) > 0 {
 				resubscribe = append(resubscribe, hb)
 			}
 		}
@@ -402,11 +320,8 @@ func (f *tokenFeed) sync(ctx context.Context) error {
 		f.mu.Unlock()
 	}()
 	if len(resubscribe) > 0 {
-		// Watches lost without the connection being re-established (a
-		// subscription refused, a failed read) try again, with the
-		// heartbeat channels, which may have been refused too. A marker
-		// that overtakes its channel's SUBSCRIBE is lost: this heartbeat
-		// fails, the next one succeeds.
+		// A marker that overtakes its channel's SUBSCRIBE is lost: this
+		// heartbeat fails, the next one succeeds.
 		if err := f.ps.Subscribe(ctx, resubscribe...); err != nil {
 			return f.s.unavailable("sync tokens", err)
 		}
@@ -416,11 +331,8 @@ func (f *tokenFeed) sync(ctx context.Context) error {
 	}
 	select {
 	case <-b.done:
+		return nil
 	case <-ctx.Done():
 		return f.s.unavailable("sync tokens", fmt.Errorf("heartbeat not received: %w", ctx.Err()))
 	}
-	if n := len(f.all(func(w *tokenWatch) bool { return !w.synced })); n > 0 {
-		return f.s.unavailable("sync tokens", fmt.Errorf("%d watches lost their subscription and have not read their state again", n))
-	}
-	return nil
 }
