@@ -20,7 +20,7 @@
 // request carrying its sender's deadline on the registry's clock
 // (registries.go), and the holder of an acquire that went to more than one
 // gives up on its other grants once its run is refused or released
-// (late.go).
+// (failover.Copies).
 //
 // It is a leasestore.LateRecorder: RecordLate is the store's RecordLate in
 // the registry. Through a registry whose store does not record late

@@ -147,7 +147,7 @@ func Open(rawURL, namespace string, opts Options) (*Store, error) {
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     idleConnTimeout,
 	}
-	return &Store{
+	s := &Store{
 		registries: failover.New(bases, failover.DefaultNotes()),
 		display:    strings.Join(shown, ","),
 		client: &http.Client{
@@ -160,7 +160,9 @@ func Open(rawURL, namespace string, opts Options) (*Store, error) {
 		token:     opts.Token,
 		namespace: namespace,
 		region:    region,
-	}, nil
+	}
+	s.copied = failover.NewCopies(s, "gave up on the copies of its acquire sent to other registries")
+	return s, nil
 }
 
 // TCP keep-alive probes of a connection to the registry, and how long an
