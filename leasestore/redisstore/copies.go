@@ -77,7 +77,10 @@ func (s *Store) copied(ctx context.Context, send sendFunc) (any, int, error) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answers := make(chan answer)
+	// An answer goes to answers until copied returned (quit): not until
+	// cctx ends, which it does with ctx, while copied still waits for it.
+	answers, quit := make(chan answer), make(chan struct{})
+	defer close(quit)
 	wait := failover.HedgeAfter(ctx)
 	sent, pending, resent := 0, 0, 0
 	out := func() {
@@ -97,7 +100,7 @@ func (s *Store) copied(ctx context.Context, send sendFunc) (any, int, error) {
 			}
 			select {
 			case answers <- a:
-			case <-cctx.Done(): // copied returned
+			case <-quit:
 			}
 		}()
 	}
