@@ -50,7 +50,8 @@ var steps = []step{
 	{"startup", (*bench).startup}, {"budget", (*bench).budget}, {"handoffs", (*bench).handoffs},
 	{"failover", (*bench).failover}, {"failfast", (*bench).failFast}, {"rss", (*bench).rss},
 	{"store", (*bench).storeFigures}, {"fence", (*bench).fenceFigures}, {"topologies", (*bench).topologies},
-	{"etcd", (*bench).etcdFigures}, {"postgres", (*bench).postgres}, {"registry", (*bench).registryFigures},
+	{"etcd", (*bench).etcdFigures}, {"hedging", (*bench).etcdHedging}, {"postgres", (*bench).postgres},
+	{"registry", (*bench).registryFigures},
 }
 
 func run() error {
