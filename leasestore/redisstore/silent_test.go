@@ -59,6 +59,7 @@ func blackholed(t *testing.T, addr string) (string, func()) {
 // new process's first connection waits on a silent one until its copy,
 // after the hedge bound, dials through the Sentinel that answered.
 func TestSentinelSilentNode(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []string{"sentinel-frozen", "sentinel-blackholed", "replica-frozen"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
@@ -92,6 +93,7 @@ func TestSentinelSilentNode(t *testing.T) {
 // frozen primary reach it. With --safety above that (silentPrimary), the
 // holders keep their leases and new runs wait only for the failover.
 func TestSentinelSilentPrimary(t *testing.T) {
+	t.Parallel()
 	topo := startSentinel(t, redistest.SentinelOptions{})
 	primary, err := topo.Primary()
 	if err != nil {
@@ -115,6 +117,7 @@ func silentCluster(t *testing.T) (*redistest.Cluster, string) {
 // cluster refuses every slot, CLUSTERDOWN, once it deems one unreachable,
 // until a replica took over.)
 func TestClusterSilentNode(t *testing.T) {
+	t.Parallel()
 	for _, fault := range []string{"replica-frozen", "seed-blackholed"} {
 		t.Run(fault, func(t *testing.T) {
 			t.Parallel()
@@ -143,6 +146,7 @@ func TestClusterSilentNode(t *testing.T) {
 // timeout, and the copies, sent once the client reloaded its slot map,
 // reach it.
 func TestClusterSilentPrimary(t *testing.T) {
+	t.Parallel()
 	c, url := silentCluster(t)
 	ns := freshNamespace()
 	s := openRedis(t, url, ns)

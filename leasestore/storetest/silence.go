@@ -38,14 +38,14 @@ type Silence struct {
 	NewRunWithin           time.Duration
 }
 
-// DefaultSilence is RideOutSilence's timing.
-var DefaultSilence = Silence{TTL: SilenceTTL, Heartbeat: SilenceHeartbeat, Safety: SilenceSafety,
+// defaultSilence is RideOutSilence's timing.
+var defaultSilence = Silence{TTL: SilenceTTL, Heartbeat: SilenceHeartbeat, Safety: SilenceSafety,
 	For: SilenceFor, NewRunWithin: SilenceNewRunWithin}
 
-// RideOutSilence is RideOutSilenceWith DefaultSilence.
+// RideOutSilence is RideOutSilenceWith defaultSilence.
 func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Store, silence func()) {
 	t.Helper()
-	RideOutSilenceWith(t, DefaultSilence, open, silence)
+	RideOutSilenceWith(t, defaultSilence, open, silence)
 }
 
 // RideOutSilenceWith holds that a store of several endpoints rides out one
