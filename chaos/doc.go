@@ -21,7 +21,10 @@
 // release, which is not waited for on replicas.
 //
 // TestChaosEtcd runs the same loop against a 3-member etcd cluster, with the
-// leader SIGKILLed (and restarted) and SIGSTOPped among the faults.
+// leader SIGKILLed (and restarted) and SIGSTOPped among the faults, and a
+// member silent for up to three safety windows: a follower frozen, or the
+// member the runs list first blackholed by a proxy that stops forwarding
+// without closing. The Sentinel modes freeze a Sentinel or a replica too.
 //
 // CHAOS_SECONDS sets how long the fault run lasts (default 20); `make chaos`
 // runs it for 60 seconds, and with it the Sentinel and Cluster modes without

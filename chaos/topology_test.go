@@ -47,7 +47,8 @@ func awaitPrimary(old *redistest.Server, primary func() (*redistest.Server, erro
 // sentinelFaults are the faults of a Sentinel deployment: its primary
 // SIGKILLed (a failover, then the old primary restarted empty, to rejoin as
 // a replica) and frozen for up to 2 s (past the 1 s down-after, so a
-// failover may start while it is frozen, and it wakes up a stale primary).
+// failover may start while it is frozen, and it wakes up a stale primary),
+// and a Sentinel or a replica frozen.
 // Each fault ends once the deployment is whole again, a primary with every
 // replica in sync: faults on a deployment that never recovers would test
 // Sentinel's limits (it promotes no replica it lost touch with), not
@@ -83,7 +84,28 @@ func sentinelFaults(topo *redistest.Sentinel, replicas int) []fault {
 		}
 		return true, awaitWhole(topo.Primary, replicas)
 	}}
-	return []fault{kill, freeze}
+	// A Sentinel or a replica frozen for up to three of the runs' safety
+	// windows: the runs never talk to a replica, and ask the Sentinels
+	// for the primary only as they dial, the silent one bounded by the
+	// dial timeout (leasestore/redisstore/url.go).
+	silent := fault{"freeze-sentinel-or-replica", func(_ *harness, rng *rand.Rand) (bool, error) {
+		nodes := topo.Sentinels()
+		data, err := topo.Replicas()
+		if err != nil {
+			return false, err
+		}
+		nodes = append(nodes, data...)
+		n := nodes[rng.IntN(len(nodes))]
+		if err := n.Freeze(); err != nil {
+			return false, err
+		}
+		time.Sleep(pause(rng, 300*time.Millisecond, 3*safety))
+		if err := n.Thaw(); err != nil {
+			return false, err
+		}
+		return true, awaitWhole(topo.Primary, replicas)
+	}}
+	return []fault{kill, freeze, silent}
 }
 
 // awaitWhole waits until primary names a server that answers role:master

@@ -20,7 +20,7 @@
 // request carrying its sender's deadline on the registry's clock
 // (registries.go), and the holder of an acquire that went to more than one
 // gives up on its other grants once its run is refused or released
-// (late.go).
+// (failover.Copies).
 //
 // RecordLate is the store's RecordLate in the registry. Through an older
 // registry whose store did not record late outcomes, or one older than them, it fails with an error matching

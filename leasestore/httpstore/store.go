@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -33,9 +32,9 @@ type Store struct {
 	// noRTT is set once the registry refused a heartbeat's round trip
 	// (a registry older than it).
 	noRTT atomic.Bool
-	// copied holds the runs (copiedKey) whose acquire went to more than
-	// one registry and was granted: a copy may still land (late.go).
-	copied sync.Map
+	// copied follows the runs whose acquire went to more than one
+	// registry: a copy may still land.
+	copied *failover.Copies
 	feed   *tokenSource // token watches (tokenfeed.go)
 }
 
@@ -211,7 +210,7 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	err := s.do(ctx, call{op: "acquire", method: http.MethodPost, path: api.PathAcquire, body: api.FromAcquireRequest(req),
 		key: randomKey(), copies: &copies}, &l)
 	if copies.Load() > 1 {
-		s.copiedAcquire(ctx, req, err)
+		s.copied.Acquired(ctx, req, err)
 	}
 	if err != nil {
 		return nil, err
@@ -256,7 +255,7 @@ func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore
 	err := s.do(ctx, call{op: "release", method: http.MethodPost, path: api.PathRelease, body: body,
 		key: "release-" + hex.EncodeToString(sum[:16])}, nil)
 	if err == nil || errors.Is(err, leasestore.ErrLeaseLost) {
-		s.releasedCopied(ctx, l)
+		s.copied.Released(ctx, l)
 	}
 	return err
 }

@@ -8,5 +8,9 @@
 // It guarantees what leasestore.Store promises as long as Redis keeps the
 // writes it acknowledged: with persistence off, a restart forgets leases,
 // evidence and history, and fencing tokens still rise (they are never
-// below the server's clock in microseconds).
+// below the server's clock in microseconds). A grant or a renewal that a
+// silent primary leaves unanswered is copied on fresh connections until
+// Sentinel's or the cluster's replacement answers it (copies.go); it does
+// not promise that a replacement comes within the caller's window: that
+// is down-after-milliseconds or the node timeout, and an election.
 package redisstore

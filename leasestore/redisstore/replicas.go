@@ -45,16 +45,35 @@ func (e *ReplicationError) Error() string {
 }
 
 // runReplicated runs script like run and, with min_replicas set, WAITs for
-// that many replicas on the same connection. When fewer acknowledged in
-// time, it returns the script's reply with an *UnavailableError wrapping a
-// *ReplicationError: the caller decides what to undo.
-func (s *Store) runReplicated(ctx context.Context, op string, script func() *redis.Script, keys []string, args []any) (any, error) {
-	if s.minReplicas == 0 {
+// that many replicas on the same connection, copied to a replacement of a
+// silent primary (copies.go); it also returns how many copies went out.
+// When fewer replicas acknowledged in time, it returns the script's reply
+// with an *UnavailableError wrapping a *ReplicationError: the caller
+// decides what to undo.
+func (s *Store) runReplicated(ctx context.Context, op string, script func() *redis.Script, keys []string, args []any) (any, int, error) {
+	return s.copied(ctx, func(ctx context.Context, node *redis.Client) (any, error) {
+		switch {
+		case s.minReplicas > 0:
+			return s.runWaited(ctx, op, script, keys, args, node)
+		case node != nil:
+			v, err := script().Run(ctx, node, keys, args...).Result()
+			if err != nil {
+				return nil, s.unavailable(op, err)
+			}
+			return v, nil
+		}
 		return s.run(ctx, op, script, keys, args...)
-	}
-	node, err := s.nodeFor(ctx, keys[0])
-	if err != nil {
-		return nil, s.unavailable(op, err)
+	})
+}
+
+// runWaited runs script on node (nil: the primary that holds keys) and
+// WAITs for min_replicas replicas; see runReplicated.
+func (s *Store) runWaited(ctx context.Context, op string, script func() *redis.Script, keys []string, args []any, node *redis.Client) (any, error) {
+	if node == nil {
+		var err error
+		if node, err = s.nodeFor(ctx, keys[0]); err != nil {
+			return nil, s.unavailable(op, err)
+		}
 	}
 	timeout := defaultWaitTimeout
 	if d, ok := ctx.Deadline(); ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/failover"
 )
 
 const (
@@ -54,6 +55,11 @@ type Store struct {
 	// minReplicas is how many replicas must acknowledge every grant and
 	// renewal (replicas.go); 0: none, Redis's asynchronous default.
 	minReplicas int
+	// nodes are a cluster client's node clients, where Open made it; nil
+	// otherwise (copies.go).
+	nodes *clusterNodes
+	// copies follows the runs whose acquire went out more than once.
+	copies *failover.Copies
 
 	// The token feed (tokenfeed.go), started by the first WatchTokens.
 	feedMu     sync.Mutex
@@ -69,7 +75,9 @@ var _ leasestore.Store = (*Store)(nil)
 // Close closes rdb.
 func New(rdb redis.UniversalClient, namespace string) *Store {
 	silenceLogs.Do(func() { redis.SetLogger(discardLogger{}) })
-	return &Store{rdb: rdb, ns: namespace}
+	s := &Store{rdb: rdb, ns: namespace}
+	s.copies = failover.NewCopies(s, "gave up on the copies of its acquire sent while the primary was silent")
+	return s
 }
 
 // silenceLogs stops go-redis from printing its own diagnostics on stderr,
@@ -86,6 +94,9 @@ func (discardLogger) Printf(context.Context, string, ...any) {}
 // Close stops the token feed, if any, and closes the client's connections.
 func (s *Store) Close() error {
 	s.closeFeed()
+	if s.nodes != nil {
+		s.nodes.close()
+	}
 	if err := s.rdb.Close(); err != nil {
 		return fmt.Errorf("close Redis client: %w", err)
 	}
@@ -161,9 +172,19 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		command.WriteString(sep)
 		command.WriteString(a)
 	}
-	v, err := s.runReplicated(ctx, "acquire", scriptAcquire, s.jobKeys(req.Job), []any{
+	v, copies, err := s.runReplicated(ctx, "acquire", scriptAcquire, s.jobKeys(req.Job), []any{
 		s.jobPrefix(req.Job), req.Job, req.Holder, millis(req.TTL), millis(req.EvidenceTTL), req.MaxCrashes,
 		req.MinInterval.Microseconds(), req.Host, req.PID, command.String(), req.Region, deadline, every, grace})
+	l, err := s.acquired(req, v, err)
+	if copies > 1 {
+		s.copies.Acquired(ctx, req, err)
+	}
+	return l, err
+}
+
+// acquired turns the acquire script's reply v (or err) into Acquire's
+// answer.
+func (s *Store) acquired(req leasestore.AcquireRequest, v any, err error) (*leasestore.Lease, error) {
 	r := &reply{op: "acquire", v: v}
 	if err != nil {
 		if v != nil && r.str(0) == "ok" {
@@ -234,7 +255,7 @@ func (s *Store) undoUnreplicated(req leasestore.AcquireRequest, token int64) {
 
 // Renew extends l's liveness and its evidence; see Store.
 func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
-	v, err := s.runReplicated(ctx, "renew", scriptRenew, s.jobKeys(l.Job),
+	v, _, err := s.runReplicated(ctx, "renew", scriptRenew, s.jobKeys(l.Job),
 		[]any{s.jobPrefix(l.Job), l.Job, l.Holder, l.Token, millis(l.TTL), l.RTT.Microseconds()})
 	if err != nil {
 		return err
@@ -260,6 +281,7 @@ func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore
 	if err != nil {
 		return err
 	}
+	s.copies.Released(ctx, l)
 	if v != int64(1) {
 		return leasestore.ErrLeaseLost
 	}

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -21,6 +22,21 @@ func init() {
 func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Store, error) {
 	return Open(u.String(), namespace)
 }
+
+// sentinelDialTimeout bounds a Sentinel client's dial unless the URL sets
+// ?dial_timeout=. go-redis finds the primary as it dials, by asking every
+// Sentinel at once and waiting for all of them while holding a lock that
+// every other dial waits on: a silent Sentinel would hold a new process's
+// first connection, and its copies' (copies.go), until the caller's
+// deadline. Bounded, the first dial fails after this, and the copy sent
+// after the hedge bound dials through the Sentinel that answered, as does a
+// second dial attempt, which every Sentinel client makes (its connection
+// was never made: nothing was sent, so trying again is harmless). 500 ms is
+// failover's hedge bound on a long window: a connection and a Sentinel's
+// answer (from memory) take a millisecond on a LAN; a SYN lost on the way,
+// retransmitted after a second, fails that dial, and the next copy dials
+// again.
+const sentinelDialTimeout = 500 * time.Millisecond
 
 // minReplicasParam is leasectl's own query parameter (go-redis refuses
 // parameters it does not know, so it is taken out before go-redis parses
@@ -78,16 +94,19 @@ func Open(rawURL, namespace string) (*Store, error) {
 	// Never retry a command: a retried acquire or release could act twice
 	// (a cluster client still follows MOVED and ASK redirects, which are
 	// not retries). The caller's ctx bounds socket I/O, so a frozen Redis
-	// returns at the caller's deadline. RESP2 without client identity
-	// spares the extra handshake round trips of RESP3 (maintenance
-	// notifications, CLIENT SETINFO); one dial attempt, since callers retry
-	// on their own terms; a TLS handshake bounded on its own (tls.go).
+	// returns at the caller's deadline; a grant or a renewal is copied to a
+	// connection of its own meanwhile (copies.go). RESP2 without client
+	// identity spares the extra handshake round trips of RESP3
+	// (maintenance notifications, CLIENT SETINFO); one dial attempt, since
+	// callers retry on their own terms (two through Sentinel:
+	// sentinelDialTimeout); a TLS handshake bounded on its own (tls.go).
 	// Pipelines (the store-wide views) share the one pool: a process makes
 	// one call at a time, and go-redis's separate pipeline pool would dial
 	// a second connection, and wait out a second dial when the server does
 	// not answer.
 	var rdb redis.UniversalClient
 	var addr string
+	var nodes *clusterNodes
 	db, useTLS := 0, false
 	switch {
 	case strings.HasSuffix(u.Scheme, "+cluster"):
@@ -110,6 +129,7 @@ func Open(rawURL, namespace string) (*Store, error) {
 		// command when the ACL refuses COMMAND, as the least-privilege
 		// user does) to learn nothing leasectl uses.
 		opt.DisableRoutingPolicies = true
+		nodes = newClusterNodes(opt)
 		rdb, addr = redis.NewClusterClient(opt), "cluster "+strings.Join(opt.Addrs, ",")
 	case q.Has("master_name"):
 		opt, err := redis.ParseFailoverURL(u.String())
@@ -121,6 +141,11 @@ func Open(rawURL, namespace string) (*Store, error) {
 		if !keepPool {
 			opt.PoolSize = poolSize
 		}
+		if !q.Has("dial_timeout") {
+			opt.DialTimeout = sentinelDialTimeout
+		}
+		// A second dial goes through the Sentinel that answered the first.
+		opt.DialerRetries = 2
 		if opt.TLSConfig != nil {
 			opt.Dialer, useTLS = tlsDialer(opt.TLSConfig, opt.DialTimeout), true
 		}
@@ -143,6 +168,7 @@ func Open(rawURL, namespace string) (*Store, error) {
 		rdb, addr = redis.NewClient(opt), opt.Addr
 	}
 	s := New(rdb, namespace)
+	s.nodes = nodes
 	s.addr, s.url, s.db, s.tls, s.secrets, s.minReplicas = addr, leasestore.Redact(rawURL), db, useTLS, leasestore.URLSecrets(u), minReplicas
 	return s, nil
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -27,22 +28,43 @@ const (
 	silenceNewRuns = 10
 )
 
-// RideOutSilence holds that a store of several endpoints rides out one of
-// them going silent: two runs hold leases and renew them every heartbeat
+// Silence is the timing of a RideOutSilenceWith: the runs' --ttl,
+// --heartbeat and --safety, how long the endpoint stays silent (three
+// safety windows), and how soon a run that starts meanwhile must be
+// granted its lease.
+type Silence struct {
+	TTL, Heartbeat, Safety time.Duration
+	For                    time.Duration
+	NewRunWithin           time.Duration
+}
+
+// defaultSilence is RideOutSilence's timing.
+var defaultSilence = Silence{TTL: SilenceTTL, Heartbeat: SilenceHeartbeat, Safety: SilenceSafety,
+	For: SilenceFor, NewRunWithin: SilenceNewRunWithin}
+
+// RideOutSilence is RideOutSilenceWith defaultSilence.
+func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Store, silence func()) {
+	t.Helper()
+	RideOutSilenceWith(t, defaultSilence, open, silence)
+}
+
+// RideOutSilenceWith holds that a store of several endpoints rides out one
+// of them going silent: two runs hold leases and renew them every heartbeat
 // as the supervisor does, then silence makes the endpoint every client
-// tries first silent for SilenceFor, while new runs acquire and release a
+// tries first silent for tm.For, while new runs acquire and release a
 // job one after the other, each through a client of its own (open: as a
 // new process would). Every renewal must be confirmed within the safety
-// window counted from the send time of the last confirmed one, every new
-// run granted within SilenceNewRunWithin, and tokens must rise.
-func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Store, silence func()) {
+// window counted from the send time of the last confirmed one (a failed one
+// retried within it, as the supervisor retries), every new run granted
+// within tm.NewRunWithin, and tokens must rise.
+func RideOutSilenceWith(t *testing.T, tm Silence, open func(t *testing.T) leasestore.Store, silence func()) {
 	t.Helper()
 	acquire := func(s leasestore.Store, job, worker string) (*leasestore.Lease, time.Time) {
 		t.Helper()
 		sent := time.Now()
-		ctx, cancel := context.WithTimeout(t.Context(), SilenceSafety)
+		ctx, cancel := context.WithTimeout(t.Context(), tm.Safety)
 		defer cancel()
-		l, err := s.Acquire(ctx, Request(job, worker, SilenceTTL))
+		l, err := s.Acquire(ctx, Request(job, worker, tm.TTL))
 		if err != nil {
 			t.Fatalf("acquire %s by %s: %v", job, worker, err)
 		}
@@ -57,7 +79,7 @@ func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Store, sile
 		l, sent := acquire(s, job, "holder-"+job)
 		last = max(last, l.Token)
 		holders = append(holders, l)
-		wg.Go(func() { renewing(s, l, sent, stop, lost) })
+		wg.Go(func() { renewing(s, tm, l, sent, stop, lost) })
 	}
 	defer func() {
 		close(stop)
@@ -66,7 +88,7 @@ func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Store, sile
 
 	silenced := time.Now()
 	silence()
-	pace := time.NewTicker(SilenceFor / silenceNewRuns)
+	pace := time.NewTicker(tm.For / silenceNewRuns)
 	defer pace.Stop()
 	next := func() {
 		t.Helper()
@@ -85,15 +107,15 @@ func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Store, sile
 		l, sent := acquire(s, "next", fmt.Sprintf("runner-%d", n)) // a worker ID is unique per run
 		took := time.Since(sent)
 		slowest = max(slowest, took)
-		if took > SilenceNewRunWithin {
+		if took > tm.NewRunWithin {
 			t.Errorf("run %d, %s into the silence, was granted after %s, want within %s",
-				n, sent.Sub(silenced).Round(time.Millisecond), took.Round(time.Millisecond), SilenceNewRunWithin)
+				n, sent.Sub(silenced).Round(time.Millisecond), took.Round(time.Millisecond), tm.NewRunWithin)
 		}
 		if l.Token <= last {
 			t.Errorf("run %d got token %d, want above %d", n, l.Token, last)
 		}
 		last = l.Token
-		ctx, cancel := context.WithTimeout(t.Context(), SilenceSafety)
+		ctx, cancel := context.WithTimeout(t.Context(), tm.Safety)
 		err := s.Release(ctx, l, leasestore.Outcome{Result: leasestore.ResultCompleted})
 		cancel()
 		if err != nil {
@@ -111,14 +133,16 @@ func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Store, sile
 	}
 }
 
-// renewing renews l every SilenceHeartbeat as the supervisor does: each
+// renewing renews l every tm.Heartbeat as the supervisor does: each
 // renewal bounded by the last confirmed one's send time (at first, the
-// acquire's: granted) + SilenceSafety, the deadline moving to its own send
-// time + SilenceSafety once it is confirmed. It reports on lost the first
-// renewal not confirmed in time, and stops when stop is closed.
-func renewing(s leasestore.Store, l *leasestore.Lease, granted time.Time, stop <-chan struct{}, lost chan<- error) {
-	deadline := granted.Add(SilenceSafety)
-	beat := time.NewTimer(SilenceHeartbeat)
+// acquire's: granted) + tm.Safety, the deadline moving to its own send
+// time + tm.Safety once it is confirmed, and one that failed because the
+// store was unavailable retried after a fifth of the heartbeat until that
+// deadline. It reports on lost the first renewal not confirmed in time, or
+// refused, and stops when stop is closed.
+func renewing(s leasestore.Store, tm Silence, l *leasestore.Lease, granted time.Time, stop <-chan struct{}, lost chan<- error) {
+	deadline := granted.Add(tm.Safety)
+	beat := time.NewTimer(tm.Heartbeat)
 	defer beat.Stop()
 	for {
 		select {
@@ -130,11 +154,15 @@ func renewing(s leasestore.Store, l *leasestore.Lease, granted time.Time, stop <
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err := s.Renew(ctx, l)
 		cancel()
-		if err != nil {
+		switch {
+		case err == nil:
+			deadline = sent.Add(tm.Safety)
+			beat.Reset(time.Until(sent.Add(tm.Heartbeat)))
+		case errors.Is(err, leasestore.ErrUnavailable) && time.Now().Before(deadline):
+			beat.Reset(tm.Heartbeat / 5)
+		default:
 			lost <- err
 			return
 		}
-		deadline = sent.Add(SilenceSafety)
-		beat.Reset(time.Until(sent.Add(SilenceHeartbeat)))
 	}
 }
