@@ -60,3 +60,29 @@ var logTime = regexp.MustCompile(`\d\d:\d\d:\d\d\.\d\d\d`)
 func withoutTime(line string) string {
 	return logTime.ReplaceAllString(line, "HH:MM:SS.mmm")
 }
+
+// A leasectl-watchdog beside leasectl that cannot start (a broken copy, a
+// file this user may not run) costs no run: leasectl runs its own binary
+// as the watchdog instead.
+func TestABrokenWatchdogProgramFallsBackToLeasectl(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		body string
+		mode os.FileMode
+	}{
+		{"not a program", "not an executable\n", 0o755},
+		{"not executable", "", 0o644},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bin := testenv.Alone(t)
+			small := filepath.Join(filepath.Dir(bin), watchdog.Program)
+			if err := os.WriteFile(small, []byte(tt.body), tt.mode); err != nil {
+				t.Fatal(err)
+			}
+			res := runCommand(t, userEnv(t), []string{bin, "run", "--job", "fallback", "--", "true"})
+			if res.code != 0 {
+				t.Fatalf("run with a broken %s beside leasectl: exit %d, stderr %q; want 0", watchdog.Program, res.code, res.stderr)
+			}
+		})
+	}
+}

@@ -770,7 +770,9 @@ func TestGrantWhoseAnswerIsLostIsReleased(t *testing.T) {
 	// must not hold the job for a TTL under a name nobody runs, nor count
 	// as a crash, once the host can tell the store.
 	p, through, direct := behindProxy(t)
-	long := []string{"--ttl", "30s"}
+	// The grant outlives the run's giving up: two asks, each copied for
+	// its --safety, then the word to the store, bounded by --safety too.
+	long := []string{"--ttl", "30s", "--heartbeat", "2s", "--safety", "5s"}
 	// Load the acquire script, as a store in use has it.
 	if code := exitCode(t, leasectlAt(t, through, append(append([]string{"run", "--job", "warm"}, long...), "--", "true")...)); code != 0 {
 		t.Fatalf("warm-up run: exit %d", code)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/leasectl/leasectl/internal/watchdog"
 )
 
@@ -56,7 +58,7 @@ func StartWatchdog(self string, stderr io.Writer, env []string) *PendingWatchdog
 // hidden subcommand runs the same code.
 func watchdogProgram(self string) string {
 	small := filepath.Join(filepath.Dir(self), watchdog.Program)
-	if fi, err := os.Stat(small); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+	if fi, err := os.Stat(small); err == nil && fi.Mode().IsRegular() && unix.Access(small, unix.X_OK) == nil {
 		return small
 	}
 	return self
@@ -71,7 +73,20 @@ const watchdogProcs = "GOMAXPROCS=1"
 // process group (the terminal's Ctrl-C does not reach it before the child
 // joins), its stderr shared with ours.
 func startProcessWatchdog(self string, stderr io.Writer, env []string) (*processWatchdog, error) {
-	cmd := exec.Command(watchdogProgram(self), watchdog.Arg)
+	program := watchdogProgram(self)
+	p, err := startProgramWatchdog(program, stderr, env)
+	if err != nil && program != self {
+		// The small program is there but cannot start (a broken copy, a
+		// mount that forbids executing it): leasectl's own binary can.
+		p, err = startProgramWatchdog(self, stderr, env)
+	}
+	return p, err
+}
+
+// startProgramWatchdog starts program as the watchdog; see
+// startProcessWatchdog.
+func startProgramWatchdog(program string, stderr io.Writer, env []string) (*processWatchdog, error) {
+	cmd := exec.Command(program, watchdog.Arg)
 	cmd.Env = append(append(os.Environ(), watchdogProcs), env...)
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -4,6 +4,8 @@
 package fakeclock
 
 import (
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -62,13 +64,14 @@ func (c *Clock) add(t *timer, d time.Duration) *timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t.arm(c.now.Add(d))
-	c.timers = append(c.timers, t)
 	return t
 }
 
 // Advance moves the time forward by d, firing the timers and tickers due
 // in the order of their deadlines, the time at each fire being its
-// deadline. It returns once every timer it fired was received or stopped.
+// deadline. It returns once every timer it fired was received or stopped;
+// it panics when one is neither within HangGuard, rather than hang the
+// test.
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	target := c.now.Add(d)
@@ -94,12 +97,16 @@ func (c *Clock) Advance(d time.Duration) {
 			}
 			continue
 		}
-		next.active = false
+		next.disarm()
 		c.mu.Unlock()
+		guard := time.NewTimer(HangGuard)
 		select {
 		case ch <- when:
 		case <-cancel:
+		case <-guard.C:
+			panic(fmt.Sprintf("fakeclock: the timer that fired at %s was neither received nor stopped within %s", when, HangGuard))
 		}
+		guard.Stop()
 	}
 }
 
@@ -162,15 +169,31 @@ type timer struct {
 	ch     chan time.Time
 	period time.Duration // 0 for a one-shot timer
 	when   time.Time
-	active bool
+	active bool          // armed, and in its clock's list
 	cancel chan struct{} // closed when the timer is stopped or reset
 }
 
-// arm sets the timer to fire at when; the clock's lock is held.
+// arm sets the timer to fire at when, and lists it with its clock; the
+// clock's lock is held.
 func (t *timer) arm(when time.Time) {
+	if !t.active {
+		t.c.timers = append(t.c.timers, t)
+	}
 	t.when, t.active = when, true
 	t.cancel = make(chan struct{})
 	t.c.armed.Broadcast()
+}
+
+// disarm takes the timer out of its clock's list, so that a long test's
+// stopped and fired timers do not pile up; the clock's lock is held.
+func (t *timer) disarm() {
+	if !t.active {
+		return
+	}
+	t.active = false
+	if i := slices.Index(t.c.timers, t); i >= 0 {
+		t.c.timers = slices.Delete(t.c.timers, i, i+1)
+	}
 }
 
 func (t *timer) C() <-chan time.Time { return t.ch }
@@ -179,7 +202,7 @@ func (t *timer) Stop() bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
 	was := t.active
-	t.active = false
+	t.disarm()
 	close(t.cancel)
 	t.cancel = make(chan struct{})
 	return was

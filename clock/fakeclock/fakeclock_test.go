@@ -96,3 +96,21 @@ func TestAwaitTimerReturnsOnceTheTimerIsSet(t *testing.T) {
 	go func() { c.NewTimer(5 * time.Second) }()
 	c.AwaitTimer(t, start.Add(5*time.Second))
 }
+
+// Stopped and fired timers leave the clock, so a long test's heartbeats
+// (a timer each) do not pile up.
+func TestStoppedAndFiredTimersLeaveTheClock(t *testing.T) {
+	c := New(start)
+	for range 1000 {
+		c.NewTimer(time.Second).Stop()
+	}
+	fired := c.NewTimer(time.Second)
+	go func() { <-fired.C() }()
+	c.Advance(time.Second)
+	c.mu.Lock()
+	n := len(c.timers)
+	c.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d timers kept after they were stopped or fired, want 0", n)
+	}
+}
