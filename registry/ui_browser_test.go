@@ -54,11 +54,16 @@ func chromium(t *testing.T) context.Context {
 	return ctx
 }
 
+// browserGuard bounds each step of a browser test, only to catch a hung
+// browser: on a loaded machine Chromium takes tens of seconds to lay out
+// the page of a thousand jobs.
+const browserGuard = 90 * time.Second
+
 // step runs actions with a generous hang guard, failing the test with
 // what it was doing.
 func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, browserGuard)
 	defer cancel()
 	if err := chromedp.Do(ctx, actions...); err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -78,7 +83,7 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // until waits for a JavaScript expression to be true on the page.
 func until(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, browserGuard)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(25*time.Second))); err != nil {
 		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
@@ -102,7 +107,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // want.
 func click(t *testing.T, ctx context.Context, sel, want string) {
 	t.Helper()
-	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	wait, cancel := context.WithTimeout(ctx, browserGuard)
 	defer cancel()
 	if err := chromedp.Do(wait, chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(want))); err != nil {
 		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + ": " + document.body.innerText`))

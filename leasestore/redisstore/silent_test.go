@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,56 @@ func freezes(t *testing.T, srv *redistest.Server) func() {
 		}
 		t.Cleanup(func() { srv.Thaw() })
 	}
+}
+
+// freezesCaughtUp is freezes for a primary, once its replicas have every
+// write it took: Redis replicates asynchronously, so a failover can lose the
+// newest writes (min_replicas guards against that; these tests are about
+// the silence, not about that loss).
+func freezesCaughtUp(t *testing.T, primary *redistest.Server) func() {
+	freeze := freezes(t, primary)
+	return func() {
+		deadline := time.Now().Add(storetest.HangGuard)
+		for !caughtUp(t, primary) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the replicas of %s did not catch up within %s", primary.Addr, storetest.HangGuard)
+			}
+			// Nothing to await: replication offsets are only polled.
+			time.Sleep(5 * time.Millisecond)
+		}
+		freeze()
+	}
+}
+
+// caughtUp reports whether primary has a replica, and every replica has
+// acknowledged its whole replication stream.
+func caughtUp(t *testing.T, primary *redistest.Server) bool {
+	info, err := primary.Do("INFO", "replication")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head int64 = -1
+	var offsets []int64
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			head, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if strings.HasPrefix(line, "slave") && strings.Contains(line, "offset=") {
+			_, rest, _ := strings.Cut(line, "offset=")
+			n, _ := strconv.ParseInt(strings.Split(rest, ",")[0], 10, 64)
+			offsets = append(offsets, n)
+		}
+	}
+	if head < 0 || len(offsets) == 0 {
+		return false
+	}
+	for _, n := range offsets {
+		if n < head {
+			return false
+		}
+	}
+	return true
 }
 
 // blackholed starts a proxy to addr, which the test lists in place of
@@ -100,7 +151,7 @@ func TestSentinelSilentPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := freshNamespace()
-	storetest.RideOutSilenceWith(t, silentPrimary, func(t *testing.T) leasestore.Store { return openRedis(t, topo.URL(), ns) }, freezes(t, primary))
+	storetest.RideOutSilenceWith(t, silentPrimary, func(t *testing.T) leasestore.Store { return openRedis(t, topo.URL(), ns) }, freezesCaughtUp(t, primary))
 }
 
 // silentCluster starts a cluster of three primaries with a replica each,
@@ -162,7 +213,7 @@ func TestClusterSilentPrimary(t *testing.T) {
 			}
 		}
 	}
-	storetest.RideOutSilenceWith(t, silentPrimary, func(t *testing.T) leasestore.Store { return openRedis(t, url, ns) }, freezes(t, owner))
+	storetest.RideOutSilenceWith(t, silentPrimary, func(t *testing.T) leasestore.Store { return openRedis(t, url, ns) }, freezesCaughtUp(t, owner))
 }
 
 // TestLateCopyOfAnAcquireGrantsNothing holds Redis's replies for twice the
