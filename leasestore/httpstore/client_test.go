@@ -510,3 +510,28 @@ func TestAcquireFromARegistryWithoutExpectations(t *testing.T) {
 		t.Errorf("%d acquires with expect and %d without, want 1 refused and then 2 without", withExpect.Load(), without.Load())
 	}
 }
+
+// A registry older than expectations has no overdue route: Overdue's
+// error says the registry cannot list them (errors.ErrUnsupported), which
+// a watching reaper rides out.
+func TestOverdueFromARegistryWithoutExpectations(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no route ` + r.URL.Path + `"}}`))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	s, err := httpstore.Open("http://"+ln.Addr().String(), "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Overdue(storetest.Ctx(t)); !errors.Is(err, errors.ErrUnsupported) || !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Errorf("Overdue() = %v, want unavailable and unsupported", err)
+	}
+}
