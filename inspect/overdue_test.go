@@ -143,9 +143,18 @@ func TestMetricsPerJob(t *testing.T) {
 		}
 	}
 
-	// The next pass counts only the lease losts it had not seen.
+	// A pass within JobSeriesEvery of the refresh reads no job's status;
+	// the next refresh counts only the lease losts it had not seen.
 	s.event(s.job("hourly"), leasestore.EventLeaseLost, "w-new", 2, "renewal came after the lease expired")
 	s.advance(time.Second)
+	passAt = passAt.Add(JobSeriesEvery - time.Second)
+	if _, err := r.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v := series(t, m)[`leasectl_job_lease_lost_total{job_id="hourly"}`]; v != 1 {
+		t.Errorf("lease lost after a pass within a minute: %v, want 1 (not refreshed yet)", v)
+	}
+	passAt = passAt.Add(time.Second)
 	if _, err := r.Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -42,13 +42,16 @@ type Reaper struct {
 	lastOverdue []leasestore.Overdue
 	// noOverdue is set once Overdue was found unsupported.
 	noOverdue bool
+	// jobsRefreshed is when the per-job series were last refreshed.
+	jobsRefreshed time.Time
 }
 
 // Pass runs one scan. It returns the crashes the store counted; they are
 // returned even when reading the store-wide gauges, the overdue jobs or the
 // jobs' series for Metrics failed afterwards, because they are consumed and
 // would not be found again. With Metrics or OnOverdue it lists the overdue
-// jobs too, and with Metrics it refreshes the jobs' series (jobmetrics.go).
+// jobs too, and with Metrics it refreshes the jobs' series once a minute
+// (JobSeriesEvery).
 func (r *Reaper) Pass(ctx context.Context) ([]leasestore.Crash, error) {
 	r.Metrics.observeRun()
 	r.lastOverdue = nil
