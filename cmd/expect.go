@@ -49,7 +49,7 @@ func NewCmdExpect(f *Factory, runF func(*ExpectOptions) error) *cobra.Command {
 		Long: `Set JOB's expectation: it must complete successfully at least every D, or it
 is overdue once its last success (or, if it never succeeded, the time the
 expectation was set) is more than --every plus --grace ago by the store's
-clock. Overdue jobs are listed by scan (--fail-on overdue makes it exit 3),
+clock. Overdue jobs are listed by scan (--fail-on overdue makes it exit 81),
 marked by ls and status, and exported as leasectl_job_overdue by the reaper's
 metrics: a job that silently stopped running (a cron line deleted, a host
 gone, a timer disabled) is noticed like one that crashed.
