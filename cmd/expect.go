@@ -56,8 +56,10 @@ gone, a timer disabled) is noticed like one that crashed.
 
 A run sets the same with 'leasectl run --expect-every D'; the last one set
 wins. Setting the period and grace the job has already keeps the time it
-was set. --clear removes it. Each is recorded in the job's history with who
-(user@hostname) and why. Through a registry, the operator role is needed.
+was set. --clear removes it; on a job without one it changes and records
+nothing, and answers expectation-cleared all the same (the job has none).
+Each change is recorded in the job's history with who (user@hostname) and
+why. Through a registry, the operator role is needed.
 
 Confirmation goes to stderr; --json prints
 {"job", "action": "expectation-set" | "expectation-cleared", "by", "reason", "at"}
