@@ -2,7 +2,9 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -86,5 +88,21 @@ func TestFromSourceNamesTheManPages(t *testing.T) {
 	target := regexp.MustCompile(`(?m)^man:\n((?:\t.*\n)+)`).FindStringSubmatch(string(makefile))
 	if target == nil || !strings.Contains(target[1], "./internal/genman --dir gen/man") {
 		t.Errorf("the Makefile has no man target writing gen/man with internal/genman")
+	}
+}
+
+// TestReadmeNamesEverySchemaStep: the README's warning that a schema
+// migration stops the in-flight runs of an older leasectl names every
+// PostgreSQL schema version after the first.
+func TestReadmeNamesEverySchemaStep(t *testing.T) {
+	tables, err := filepath.Glob("leasestore/pgstore/sql/tables_v*.sql")
+	if err != nil || len(tables) < 2 {
+		t.Fatalf("found schema versions %v (%v)", tables, err)
+	}
+	text := strings.Join(strings.Fields(section(t, "README.md", "## Pointing it at PostgreSQL")), " ")
+	for v := 2; v <= len(tables); v++ {
+		if !regexp.MustCompile(`[Vv]ersion ` + strconv.Itoa(v) + ` \(`).MatchString(text) {
+			t.Errorf("README's PostgreSQL section does not name schema version %d among the steps that stop an older leasectl's runs", v)
+		}
 	}
 }

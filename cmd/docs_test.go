@@ -261,3 +261,28 @@ func TestHelpShowsDefaultsAsTheyApply(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpNamesOnlyLeasectlsExitStatuses: an exit status a command's help
+// names outside its "Exit status:" paragraph (another command's: "makes
+// it exit 81") is one of leasectl's (exit.go).
+func TestHelpNamesOnlyLeasectlsExitStatuses(t *testing.T) {
+	known := map[int]bool{}
+	for _, c := range []int{exitOK, exitFailure, exitUsage, exitUnavailable, exitHeld, exitQuarantined, exitDeadline,
+		exitRegion, exitForbidden, exitMaxRuntime, exitStopped, exitFound, exitLeaseLost} {
+		known[c] = true
+	}
+	mention := regexp.MustCompile(`\bexits? (\d{1,3})\b`)
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		text, _, _ := strings.Cut(c.Long, "Exit status:")
+		for _, m := range mention.FindAllStringSubmatch(text, -1) {
+			if n, _ := strconv.Atoi(m[1]); !known[n] {
+				t.Errorf("%s --help says %q, which is not one of leasectl's exit statuses", c.CommandPath(), m[0])
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewCmdRoot(testFactory()))
+}

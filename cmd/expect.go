@@ -49,15 +49,17 @@ func NewCmdExpect(f *Factory, runF func(*ExpectOptions) error) *cobra.Command {
 		Long: `Set JOB's expectation: it must complete successfully at least every D, or it
 is overdue once its last success (or, if it never succeeded, the time the
 expectation was set) is more than --every plus --grace ago by the store's
-clock. Overdue jobs are listed by scan (--fail-on overdue makes it exit 3),
+clock. Overdue jobs are listed by scan (--fail-on overdue makes it exit 81),
 marked by ls and status, and exported as leasectl_job_overdue by the reaper's
 metrics: a job that silently stopped running (a cron line deleted, a host
 gone, a timer disabled) is noticed like one that crashed.
 
 A run sets the same with 'leasectl run --expect-every D'; the last one set
 wins. Setting the period and grace the job has already keeps the time it
-was set. --clear removes it. Each is recorded in the job's history with who
-(user@hostname) and why. Through a registry, the operator role is needed.
+was set. --clear removes it; on a job without one it changes and records
+nothing, and answers expectation-cleared all the same (the job has none).
+Each change is recorded in the job's history with who (user@hostname) and
+why. Through a registry, the operator role is needed.
 
 Confirmation goes to stderr; --json prints
 {"job", "action": "expectation-set" | "expectation-cleared", "by", "reason", "at"}

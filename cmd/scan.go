@@ -235,6 +235,7 @@ func scanWatch(ctx context.Context, opts *ScanOptions) (err error) {
 		logOverdue(log, c)
 		return nil
 	}
+	reaper.Unsupported = noOverdue(log)
 	werr := reaper.Watch(ctx, ticker.C, p.CrashStream,
 		func(err error) { log.Error().Err(err).Msg("scan pass failed; retrying at the next interval") })
 	cancel()

@@ -89,3 +89,11 @@ func logOverdue(log zerolog.Logger, c inspect.OverdueChange) {
 		log.Info().Str("job", job).Msg("job " + job + " is back in time: it succeeded, or its expectation was cleared")
 	}
 }
+
+// noOverdue logs, once, that the store cannot list overdue jobs (a
+// registry older than expectations): the reaper goes on without them.
+func noOverdue(log zerolog.Logger) func(error) {
+	return func(err error) {
+		log.Warn().Err(err).Msg("cannot look for overdue jobs; reaping crashed jobs without them")
+	}
+}

@@ -252,7 +252,8 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, path string, srv *re
 // counts.
 func reap(ctx context.Context, store leasestore.Store, m *inspect.Metrics, interval time.Duration, log zerolog.Logger) {
 	reaper := &inspect.Reaper{Store: store, Metrics: m, PassTimeout: max(interval, minPassTimeout),
-		OnOverdue: func(c inspect.OverdueChange) error { logOverdue(log, c); return nil }}
+		OnOverdue:   func(c inspect.OverdueChange) error { logOverdue(log, c); return nil },
+		Unsupported: noOverdue(log)}
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	log.Info().Dur("interval", interval).Msg("reaping crashed jobs")

@@ -20,6 +20,12 @@ import (
 // (leasectl_overdue_jobs, leasectl_quarantined_jobs) count every job.
 const JobSeriesLimit = 1000
 
+// JobSeriesEvery is how often at most a reaper refreshes the per-job
+// series: a refresh reads the status of up to JobSeriesLimit jobs (and the
+// embedded store's job list reads every job's record), far more than the
+// rest of a pass, which reads the overdue jobs alone.
+const JobSeriesEvery = time.Minute
+
 // jobStatusWorkers is how many job statuses a pass reads at once: enough
 // to overlap the round trips of a remote store, few enough to leave it to
 // the runs.
@@ -36,9 +42,11 @@ type jobSeries struct {
 
 // refreshJobs reads the status of the jobs the metrics carry series of
 // (JobSeriesLimit: overdue first, then the store's first by ID) and
-// replaces their series. Nothing without Metrics.
+// replaces their series, at most once per JobSeriesEvery. Nothing without
+// Metrics.
 func (r *Reaper) refreshJobs(ctx context.Context, overdue []leasestore.Overdue) error {
-	if r.Metrics == nil {
+	at := r.now()
+	if r.Metrics == nil || !r.jobsRefreshed.IsZero() && at.Sub(r.jobsRefreshed) < JobSeriesEvery {
 		return nil
 	}
 	// One more than the limit says whether there are more.
@@ -62,6 +70,7 @@ func (r *Reaper) refreshJobs(ctx context.Context, overdue []leasestore.Overdue) 
 		return err
 	}
 	r.Metrics.observeJobs(statuses, truncated)
+	r.jobsRefreshed = at
 	return nil
 }
 

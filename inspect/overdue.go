@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -15,7 +16,9 @@ import (
 func (r *Reaper) Overdue(ctx context.Context) ([]leasestore.Overdue, error) {
 	list, err := r.Store.Overdue(ctx)
 	if err != nil {
-		r.Metrics.observeFailure()
+		if !errors.Is(err, errors.ErrUnsupported) {
+			r.Metrics.observeFailure()
+		}
 		return nil, fmt.Errorf("list overdue jobs: %w", err)
 	}
 	r.Metrics.observeOverdue(list)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -142,9 +143,18 @@ func TestMetricsPerJob(t *testing.T) {
 		}
 	}
 
-	// The next pass counts only the lease losts it had not seen.
+	// A pass within JobSeriesEvery of the refresh reads no job's status;
+	// the next refresh counts only the lease losts it had not seen.
 	s.event(s.job("hourly"), leasestore.EventLeaseLost, "w-new", 2, "renewal came after the lease expired")
 	s.advance(time.Second)
+	passAt = passAt.Add(JobSeriesEvery - time.Second)
+	if _, err := r.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v := series(t, m)[`leasectl_job_lease_lost_total{job_id="hourly"}`]; v != 1 {
+		t.Errorf("lease lost after a pass within a minute: %v, want 1 (not refreshed yet)", v)
+	}
+	passAt = passAt.Add(time.Second)
 	if _, err := r.Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -286,5 +296,49 @@ func TestMetricsPerJobAtTheLimit(t *testing.T) {
 	got := series(t, m)
 	if _, last := got[`leasectl_job_quarantined{job_id="job-00999"}`]; got["leasectl_job_series_truncated"] != 0 || !last {
 		t.Errorf("truncated %v, the last job's series there %v; want 0 and true", got["leasectl_job_series_truncated"], last)
+	}
+}
+
+// overdueless is a store that cannot list overdue jobs, as a registry
+// older than expectations.
+type overdueless struct{ *fakeStore }
+
+func (overdueless) Overdue(context.Context) ([]leasestore.Overdue, error) {
+	return nil, fmt.Errorf("registry is older than job expectations: %w", errors.ErrUnsupported)
+}
+
+// A watching reaper whose store cannot list overdue jobs says so once and
+// goes on: its passes succeed, with the metrics and their per-job series.
+func TestWatchGoesOnWithoutOverdueJobs(t *testing.T) {
+	s := newFakeStore(t0)
+	ticks := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	said := make(chan error, 2)
+	r := &Reaper{Store: overdueless{s}, Metrics: NewMetrics(), Now: func() time.Time { return t0 },
+		OnOverdue:   func(OverdueChange) error { return nil },
+		Unsupported: func(err error) { said <- err }}
+	go func() {
+		done <- r.Watch(ctx, ticks, func([]leasestore.Crash) error { return nil },
+			func(err error) { t.Errorf("unexpected pass failure: %v", err) })
+	}()
+	if err := receive(t, said); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Unsupported got %v", err)
+	}
+	ticks <- t0
+	ticks <- t0 // the second pass is over once the third is asked for
+	cancel()
+	if err := receive(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if len(said) != 0 {
+		t.Error("the reaper said more than once that it cannot list overdue jobs")
+	}
+	if n := metricValue(t, r.Metrics, "leasectl_reaper_errors_total"); n != 0 {
+		t.Errorf("%v reaper errors counted, want none", n)
+	}
+	if at := metricValue(t, r.Metrics, "leasectl_reaper_last_success_timestamp_seconds"); at != float64(t0.Unix()) {
+		t.Errorf("last successful pass at %v, want %v", at, t0.Unix())
 	}
 }

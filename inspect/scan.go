@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,6 +28,10 @@ type Reaper struct {
 	// that became overdue, or came back in time, since the previous pass
 	// (nothing when nothing changed); its error stops Watch, as found's.
 	OnOverdue func(OverdueChange) error
+	// Unsupported, when not nil, receives once the error of a store that
+	// cannot list overdue jobs (errors.ErrUnsupported: a registry older
+	// than expectations); the passes go on without them.
+	Unsupported func(error)
 	// Now is the reaper's clock, which stamps its last successful pass for
 	// Metrics; nil: time.Now.
 	Now func() time.Time
@@ -35,13 +40,18 @@ type Reaper struct {
 	// lastOverdue the last pass's list, when it read one.
 	overdue     map[string]bool
 	lastOverdue []leasestore.Overdue
+	// noOverdue is set once Overdue was found unsupported.
+	noOverdue bool
+	// jobsRefreshed is when the per-job series were last refreshed.
+	jobsRefreshed time.Time
 }
 
 // Pass runs one scan. It returns the crashes the store counted; they are
 // returned even when reading the store-wide gauges, the overdue jobs or the
 // jobs' series for Metrics failed afterwards, because they are consumed and
 // would not be found again. With Metrics or OnOverdue it lists the overdue
-// jobs too, and with Metrics it refreshes the jobs' series (jobmetrics.go).
+// jobs too, and with Metrics it refreshes the jobs' series once a minute
+// (JobSeriesEvery).
 func (r *Reaper) Pass(ctx context.Context) ([]leasestore.Crash, error) {
 	r.Metrics.observeRun()
 	r.lastOverdue = nil
@@ -63,6 +73,12 @@ func (r *Reaper) Pass(ctx context.Context) ([]leasestore.Crash, error) {
 		r.Metrics.observeCounts(counts)
 	}
 	overdue, err := r.Overdue(ctx)
+	if errors.Is(err, errors.ErrUnsupported) {
+		if !r.noOverdue && r.Unsupported != nil {
+			r.Unsupported(err)
+		}
+		r.noOverdue, err = true, nil
+	}
 	if err != nil {
 		return crashes, err
 	}

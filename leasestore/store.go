@@ -225,6 +225,10 @@ type Lease struct {
 	// Stop is set by Renew when an operator asked the run to stop
 	// (Operator.Stop); nil otherwise.
 	Stop *StopRequest
+	// ExpectDropped is set by an Acquire that could not keep the request's
+	// Expect (a registry older than expectations): the run goes on, and
+	// the job is not watched for being overdue.
+	ExpectDropped bool
 }
 
 // StopRequest is an operator's request that a run stop (Operator.Stop).

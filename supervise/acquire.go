@@ -76,6 +76,9 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		lease, sent, err := s.ask(ctx, cfg, req, log)
 		unanswered = unanswered || errors.Is(err, errUnanswered)
 		if err == nil {
+			if lease.ExpectDropped {
+				log.Warn().Msg("the registry is older than job expectations: --expect-every is not kept, so the job is not reported overdue")
+			}
 			if c := lease.Recovered; c != nil {
 				log.Warn().Str("crashed_worker", c.Holder).Str("crashed_host", c.Host).Int("crashes", c.Crashes).
 					Msg("counted the previous run's crash: its supervisor vanished")

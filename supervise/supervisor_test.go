@@ -1256,3 +1256,23 @@ func TestTheChildsGroupIsNotedBeforeItStarts(t *testing.T) {
 		})
 	}
 }
+
+// A grant whose store could not keep the run's expectation (a registry
+// older than expectations) starts the child all the same, with a warning
+// that the job is not watched for being overdue.
+func TestExpectationDroppedIsWarned(t *testing.T) {
+	var logs bytes.Buffer
+	h := newHarness(t, nil)
+	h.log = &logs
+	h.store.queue(func(req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+		l := h.store.grantNow(req, 10)
+		l.ExpectDropped = true
+		return l, nil
+	})
+	h.start()
+	h.waitStarted()
+	h.end(Exit{Code: 0})
+	if !strings.Contains(logs.String(), "--expect-every is not kept") {
+		t.Errorf("no warning that the expectation was not kept:\n%s", logs.String())
+	}
+}

@@ -13,8 +13,8 @@ import (
 	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
-// dueEntry is the value of a job's due index key: what Overdue reports of
-// it, so that listing the overdue jobs reads no record.
+// dueEntry is the value of a job's due index key: what the Overdue of an
+// earlier leasectl reported of it (this one reads the record instead).
 type dueEntry struct {
 	Expect      leasestore.Expectation `json:"expect"`
 	LastSuccess time.Time              `json:"last_success,omitzero"`
@@ -66,7 +66,10 @@ func (s *Store) Expect(ctx context.Context, job string, x *leasestore.Expectatio
 
 // Overdue lists the jobs past their expectation, ordered by job; see
 // leasestore.Operator. It reads the due index keys before this host's
-// clock, one range: its cost follows the overdue jobs.
+// clock, one range, then the records of their jobs, batchJobs in a
+// transaction: its cost follows the overdue jobs. A key its record does
+// not name (left by a leasectl that rewrote the record without its
+// expectation) is skipped and deleted.
 func (s *Store) Overdue(ctx context.Context) ([]leasestore.Overdue, error) {
 	at := now()
 	end := fmt.Appendf(s.prefix(kindDue), "%020d", at.UnixMicro())
@@ -75,16 +78,67 @@ func (s *Store) Overdue(ctx context.Context) ([]leasestore.Overdue, error) {
 		return nil, s.unavailable("list overdue", err)
 	}
 	list := make([]leasestore.Overdue, 0, len(resp.KVs))
-	for _, kv := range resp.KVs {
-		us, job, ok := strings.Cut(s.jobOf(kindDue, kv.Key), "/")
-		due, err := strconv.ParseInt(us, 10, 64)
-		var e dueEntry
-		if !ok || err != nil || json.Unmarshal(kv.Value, &e) != nil {
-			return nil, s.unavailable("list overdue", fmt.Errorf("due index key %q is not leasectl's", kv.Key))
+	for kvs := range slices.Chunk(resp.KVs, batchJobs) {
+		found, err := s.overdueOf(ctx, at, kvs)
+		if err != nil {
+			return nil, err
 		}
-		list = append(list, leasestore.Overdue{Job: job, Expect: e.Expect, LastSuccess: e.LastSuccess,
-			Due: time.UnixMicro(due).UTC(), Now: at})
+		list = append(list, found...)
 	}
 	slices.SortFunc(list, func(a, b leasestore.Overdue) int { return strings.Compare(a.Job, b.Job) })
+	return list, nil
+}
+
+// overdueOf reads, in one transaction, the records of the jobs of due
+// index keys kvs, and returns those overdue at at by the time their key
+// names. It deletes each key its record is not due at, in a transaction
+// guarded by the revisions of both, so that a key written meanwhile stays.
+func (s *Store) overdueOf(ctx context.Context, at time.Time, kvs []keyValue) ([]leasestore.Overdue, error) {
+	jobs := make([]string, len(kvs))
+	dues := make([]int64, len(kvs))
+	reads := make([]requestOp, len(kvs))
+	for i, kv := range kvs {
+		us, job, ok := strings.Cut(s.jobOf(kindDue, kv.Key), "/")
+		due, err := strconv.ParseInt(us, 10, 64)
+		if !ok || err != nil {
+			return nil, s.unavailable("list overdue", fmt.Errorf("due index key %q is not leasectl's", kv.Key))
+		}
+		jobs[i], dues[i] = job, due
+		reads[i] = requestOp{Range: &rangeRequest{Key: s.key(kindJob, job)}}
+	}
+	var resp txnResponse
+	if err := s.c.call(ctx, "/v3/kv/txn", txnRequest{Success: reads}, &resp); err != nil {
+		return nil, s.unavailable("list overdue", err)
+	}
+	if len(resp.Responses) != len(kvs) {
+		return nil, s.unavailable("list overdue", fmt.Errorf("%d answers to %d reads", len(resp.Responses), len(kvs)))
+	}
+	var list []leasestore.Overdue
+	for i, answer := range resp.Responses {
+		rec, rev := &record{}, int64(0)
+		if r := answer.Range; r != nil && len(r.KVs) > 0 {
+			if err := json.Unmarshal(r.KVs[0].Value, rec); err != nil {
+				return nil, s.unavailable("list overdue", fmt.Errorf("record of job %q is not leasectl's: %w", jobs[i], err))
+			}
+			rev = r.KVs[0].ModRevision
+		}
+		rec.Job = jobs[i]
+		if rules.Due(&rec.Record).UnixMicro() == dues[i] {
+			if o := rules.Overdue(&rec.Record, at); o != nil {
+				list = append(list, *o)
+			}
+			continue
+		}
+		orphan := txnRequest{
+			Compare: []compare{
+				{Key: s.key(kindJob, jobs[i]), Target: "MOD", Result: "EQUAL", ModRevision: rev},
+				{Key: kvs[i].Key, Target: "MOD", Result: "EQUAL", ModRevision: kvs[i].ModRevision},
+			},
+			Success: []requestOp{del(kvs[i].Key)},
+		}
+		if err := s.c.call(ctx, "/v3/kv/txn", orphan, nil); err != nil {
+			return nil, s.unavailable("list overdue", err)
+		}
+	}
 	return list, nil
 }

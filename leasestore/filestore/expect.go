@@ -18,7 +18,7 @@ import (
 // hour the due time falls in, as the in-flight index does (file.go). Like
 // the other indexes it is a superset of the records: an entry is made
 // before the record that needs it is written, and the one it replaces
-// removed with the write, so Overdue reads the folders of the hours begun
+// removed after the write, so Overdue reads the folders of the hours begun
 // and the records of the entries due by now alone: its cost follows the
 // overdue jobs, and the jobs due within the hour.
 
@@ -28,18 +28,16 @@ func (e *Store) duePath(key string, due time.Time) string {
 	return filepath.Join(e.dataDir, dueDir, strconv.FormatInt(us/windowMicros, 10), strconv.FormatInt(us, 10)+"."+key)
 }
 
-// indexDue makes the due index entry a record due at after needs, moving
-// the one it had at before (zero: none). Removing an entry no longer
-// needed is change's, after the write.
+// indexDue makes the due index entry a record due at after needs (zero:
+// none), before the record is written. The entry at before, if the record
+// no longer needs it, is change's to remove after the write: a process
+// killed between the two leaves both, and Overdue skips the one the record
+// does not name.
 func (e *Store) indexDue(target, key string, before, after time.Time) error {
-	switch {
-	case after.IsZero() || after.Equal(before):
+	if after.IsZero() || after.Equal(before) {
 		return nil
-	case before.IsZero():
-		return e.link(target, e.duePath(key, after))
-	default:
-		return e.moveEntry(target, e.duePath(key, before), e.duePath(key, after))
 	}
+	return e.link(target, e.duePath(key, after))
 }
 
 // Expect sets or clears job's expectation; see Store.

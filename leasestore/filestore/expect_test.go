@@ -47,3 +47,28 @@ func TestDueIndexFolders(t *testing.T) {
 		t.Errorf("the folder of the hour later is due in holds %v (%v), want its entry", names, err)
 	}
 }
+
+// A process killed between indexing a job's new due time and writing the
+// record that names it leaves the record due at its old time: Overdue still
+// finds it there once it is due.
+func TestOverdueAfterKilledBetweenIndexAndWrite(t *testing.T) {
+	s := openEmbedded(t, t.TempDir())
+	ctx := context.Background()
+	if err := s.Expect(ctx, "job", &leasestore.Expectation{Every: time.Millisecond}, leasestore.Note{By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Status(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := jobKey("job")
+	due := st.Expect.Due(st.LastSuccess)
+	if err := s.indexDue(s.recordPath(key), key, due, due.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // past the millisecond
+	list, err := s.Overdue(ctx)
+	if err != nil || len(list) != 1 || list[0].Job != "job" {
+		t.Fatalf("Overdue() = %+v, %v; want job", list, err)
+	}
+}

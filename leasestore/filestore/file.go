@@ -234,7 +234,7 @@ func (e *Store) change(lock *os.File, key, job string, t *txn, fn func(t *txn, d
 			return nil, err
 		}
 	}
-	if !before.due.IsZero() && after.due.IsZero() {
+	if !before.due.IsZero() && !after.due.Equal(before.due) {
 		if err := removeEntry(e.duePath(key, before.due)); err != nil {
 			return nil, err
 		}

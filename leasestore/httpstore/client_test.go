@@ -466,3 +466,72 @@ func TestRecordLateThroughTheRegistry(t *testing.T) {
 		t.Errorf("a late outcome with a negative token: %v, want a RequestError naming fencing_token", err)
 	}
 }
+
+// A registry older than expectations refuses an acquire's expect as an
+// unknown field, granting nothing: Acquire asks again without it, leaves
+// it out from then on, and says the expectation was dropped.
+func TestAcquireFromARegistryWithoutExpectations(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var withExpect, without atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Errorf("acquire body: %v", err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if _, ok := body["expect"]; ok {
+			withExpect.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"code":"invalid_request","message":"invalid expect: no such field","field":"expect"}}`))
+			return
+		}
+		without.Add(1)
+		_, _ = w.Write([]byte(`{"job_id":"j","worker_id":"w","fencing_token":1,"attempt":1,"ttl_ms":1000,"granted_at":"2026-03-01T12:00:00Z"}`))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	s, err := httpstore.Open("http://"+ln.Addr().String(), "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	req := storetest.Request("j", "w", time.Second)
+	req.Expect = &leasestore.Expectation{Every: time.Hour}
+	for i := range 2 {
+		l, err := s.Acquire(storetest.Ctx(t), req)
+		if err != nil || !l.ExpectDropped {
+			t.Fatalf("acquire %d: %+v, %v; want a lease with its expectation dropped", i+1, l, err)
+		}
+	}
+	if withExpect.Load() != 1 || without.Load() != 2 {
+		t.Errorf("%d acquires with expect and %d without, want 1 refused and then 2 without", withExpect.Load(), without.Load())
+	}
+}
+
+// A registry older than expectations has no overdue route: Overdue's
+// error says the registry cannot list them (errors.ErrUnsupported), which
+// a watching reaper rides out.
+func TestOverdueFromARegistryWithoutExpectations(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no route ` + r.URL.Path + `"}}`))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	s, err := httpstore.Open("http://"+ln.Addr().String(), "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Overdue(storetest.Ctx(t)); !errors.Is(err, errors.ErrUnsupported) || !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Errorf("Overdue() = %v, want unavailable and unsupported", err)
+	}
+}

@@ -32,6 +32,9 @@ type Store struct {
 	// noRTT is set once the registry refused a heartbeat's round trip
 	// (a registry older than it).
 	noRTT atomic.Bool
+	// noExpect is set once the registry refused an acquire's expectation
+	// (a registry older than it).
+	noExpect atomic.Bool
 	// copied follows the runs whose acquire went to more than one
 	// registry: a copy may still land.
 	copied *failover.Copies
@@ -200,11 +203,33 @@ func randomKey() string {
 // names the store URL's region unless req names one. It carries an
 // Idempotency-Key, so that the HTTP transport may send it again on a fresh
 // connection; the store answers a repeated acquire by the holder with the
-// same lease.
+// same lease. A registry older than expectations refuses the unknown
+// expect field without granting; Acquire then asks again without it, and
+// leaves it out from then on, with the lease's ExpectDropped set.
 func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
 	if req.Region == "" {
 		req.Region = s.region
 	}
+	dropped := req.Expect != nil && s.noExpect.Load()
+	if dropped {
+		req.Expect = nil
+	}
+	l, err := s.acquire(ctx, req)
+	var re *leasestore.RequestError
+	if req.Expect != nil && errors.As(err, &re) && re.Field == "expect" {
+		s.noExpect.Store(true)
+		req.Expect, dropped = nil, true
+		l, err = s.acquire(ctx, req)
+	}
+	if err != nil {
+		return nil, err
+	}
+	l.ExpectDropped = dropped
+	return l, nil
+}
+
+// acquire sends one acquire request.
+func (s *Store) acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
 	var l api.Lease
 	var copies atomic.Int32
 	err := s.do(ctx, call{op: "acquire", method: http.MethodPost, path: api.PathAcquire, body: api.FromAcquireRequest(req),

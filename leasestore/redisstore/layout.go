@@ -49,19 +49,19 @@ func (s *Store) shardPrefix(shard int) string {
 }
 
 // jobKeys are the declared KEYS of every per-job script: evidence, record,
-// history, the shard's index, quarantine set and known jobs (lua/lib.lua,
-// declared_keys).
+// history, the shard's index, quarantine set, known jobs and due index
+// (lua/lib.lua, declared_keys).
 func (s *Store) jobKeys(job string) []string {
 	p := s.shardPrefix(shardOf(job))
 	j := p + job + ":"
-	return []string{j + "e", j + "r", j + "h", p + "live", p + "quarantined", p + "jobs"}
+	return []string{j + "e", j + "r", j + "h", p + "live", p + "quarantined", p + "jobs", p + "due"}
 }
 
 // shardKeys are the declared KEYS of every per-shard script: the shard's
-// index, quarantine set and known jobs.
+// index, quarantine set, known jobs and due index.
 func (s *Store) shardKeys(shard int) []string {
 	p := s.shardPrefix(shard)
-	return []string{p + "live", p + "quarantined", p + "jobs"}
+	return []string{p + "live", p + "quarantined", p + "jobs", p + "due"}
 }
 
 // channel is job's notification channel.

@@ -1,5 +1,5 @@
 -- acquire: grant the job's lease (docs/semantics.md, Acquire) in one step.
--- KEYS: evidence, record, history, index, quarantine set, known jobs.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix, job, holder, ttl (ms), evidence ttl (ms), max crashes,
 --       min interval (us, 0: off), host, pid, command arguments packed with
 --       NUL (may be empty; sent with a leading NUL when non-empty), region

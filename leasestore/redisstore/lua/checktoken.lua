@@ -1,6 +1,6 @@
 -- checktoken: is a fencing token still current (docs/semantics.md, CheckToken)?
 -- Read-only.
--- KEYS: evidence, record, history, index, quarantine set, known jobs.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix, job.
 -- Returns {last token or '0', 1 when its lease is live else 0}.
 local job = ARGV[2]

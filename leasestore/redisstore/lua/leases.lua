@@ -1,6 +1,6 @@
 -- leases: list the live leases of one shard (docs/semantics.md, Leases).
 -- Read-only. It reaches each job's evidence by name, in the shard's slot.
--- KEYS: the shard's index, quarantine set, known jobs.
+-- KEYS: the shard's index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix.
 -- Returns {now, then per live lease: job, evidence, liveness expiry, the
 -- holder's last renewal round trip (us) or '', and an operator's stop

@@ -85,20 +85,21 @@ local function evidence_of(k, token)
 end
 
 -- job_keys names the keys of job in the shard whose KEYS this script got
--- (index, quarantine set), for the per-shard scripts that reach jobs' keys
--- by name: legal on Redis Cluster, since they share the shard's slot.
+-- (index, quarantine set, known jobs, due index), for the per-shard
+-- scripts that reach jobs' keys by name: legal on Redis Cluster, since they
+-- share the shard's slot.
 local function job_keys(prefix, job)
   local j = prefix .. job .. ':'
   return {e = j .. 'e', r = j .. 'r', h = j .. 'h', n = j .. 'n', idx = KEYS[1], qs = KEYS[2], jobs = KEYS[3],
-    due = prefix .. 'due'}
+    due = KEYS[4]}
 end
 
 -- declared_keys names the keys of a per-job script, whose KEYS are
--- evidence, record, history, index, quarantine set, known jobs (in that
--- order).
+-- evidence, record, history, index, quarantine set, known jobs, due index
+-- (in that order).
 local function declared_keys(prefix, job)
   return {e = KEYS[1], r = KEYS[2], h = KEYS[3], n = prefix .. job .. ':n', idx = KEYS[4], qs = KEYS[5],
-    jobs = KEYS[6], due = prefix .. 'due'}
+    jobs = KEYS[6], due = KEYS[7]}
 end
 
 -- liveness reports whether job's liveness is live at now, and its index

@@ -1,7 +1,7 @@
 -- overdue: the shard's jobs past their expectation (docs/semantics.md,
 -- Overdue). Read-only: it reads the due index up to now and the records of
 -- the jobs it names, so its cost follows the overdue jobs.
--- KEYS: the shard's index, quarantine set, known jobs.
+-- KEYS: the shard's index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix.
 -- Returns {now, then per job: job, every, grace, since, last success or
 -- ''}: times in microseconds since the Unix epoch, durations in
@@ -9,7 +9,7 @@
 local prefix = ARGV[1]
 local now = now_us()
 local out = {int(now)}
-for _, job in ipairs(redis.call('ZRANGEBYSCORE', prefix .. 'due', '-inf', '(' .. int(now))) do
+for _, job in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. int(now))) do
   local x = redis.call('HMGET', prefix .. job .. ':r', 'xe', 'xg', 'xs', 's')
   -- The record decides: an entry a script left behind the record (none
   -- should) lists the job only once the record says it is due.

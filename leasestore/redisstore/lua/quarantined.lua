@@ -1,7 +1,7 @@
 -- quarantined: list the quarantined jobs of one shard (docs/semantics.md,
 -- Quarantined). Read-only. It reaches each job's record by name, in the
 -- shard's slot.
--- KEYS: the shard's index, quarantine set, known jobs.
+-- KEYS: the shard's index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix.
 -- Returns per quarantined job: job, since, reason, by, crashes, last
 -- holder, last host.

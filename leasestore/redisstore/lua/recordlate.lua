@@ -1,7 +1,7 @@
 -- recordlate: record the outcome of a run that did not reach the store in
 -- time, and undo what its absence did (docs/semantics.md, RecordLate). The
 -- history walk is the rules' (package rules, RecordLate), in Lua.
--- KEYS: evidence, record, history, index, quarantine set, known jobs.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix, job, holder, token ('0': unknown), result, exit code,
 --       signal, duration (ns), reason, history detail (the outcome's).
 -- Returns {released 0/1, crash withdrawn 0/1, quarantine lifted 0/1,

@@ -1,5 +1,5 @@
 -- release: end a run with its outcome (docs/semantics.md, Release).
--- KEYS: evidence, record, history, index, quarantine set, known jobs.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix, job, token, worker, result, exit code, signal,
 --       duration (ns), reason, history detail.
 -- Returns 1 when released; 0 when the token is not current or the evidence

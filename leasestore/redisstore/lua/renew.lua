@@ -1,5 +1,5 @@
 -- renew: extend a live lease (docs/semantics.md, Renew).
--- KEYS: evidence, record, history, index, quarantine set, known jobs.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix, job, holder, token, ttl (ms), the holder's last
 --       renewal round trip (us; 0: not measured), kept in the record as rt.
 -- Returns {1} when renewed, {1, by, reason, at} when renewed and an

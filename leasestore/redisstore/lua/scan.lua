@@ -3,7 +3,7 @@
 -- follows the expired entries, not all jobs. It reaches each job's keys by
 -- name, which a single Redis allows; Redis Cluster support would have to
 -- move the index and run this per job.
--- KEYS: index, quarantine set, known jobs.
+-- KEYS: index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix, limit.
 -- Returns {now, expired entries examined, then per counted crash: job,
 --          evidence, stale since, crashes, quarantined 0/1}. Entries whose

@@ -1,5 +1,5 @@
 -- status: read one job's state (docs/semantics.md, Status). Read-only.
--- KEYS: evidence, record, history, index, quarantine set, known jobs.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix, job.
 -- Returns {now, evidence or '', index score or '', {record field, value,
 --          ...}, {history event, ...}}.

@@ -1,6 +1,6 @@
 -- stop: an operator's request that the job's running child stop
 -- (docs/semantics.md, Stop). The holder's next renew.lua returns it.
--- KEYS: evidence, record, history, index, quarantine set, known jobs.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix, job, by, reason.
 -- Returns 1 when the request is recorded; 0 when no run is live.
 local job, by, reason = ARGV[2], ARGV[3], ARGV[4]

@@ -1,6 +1,6 @@
 -- unquarantine: let a quarantined job run again (semantics.md,
 -- ReleaseQuarantine).
--- KEYS: evidence, record, history, index, quarantine set, known jobs.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
 -- ARGV: shard prefix, job, by, reason.
 -- Returns 1 when released; 0 when the job was not quarantined.
 local job, by, reason = ARGV[2], ARGV[3], ARGV[4]
