@@ -55,6 +55,10 @@ type Store struct {
 	// renewal (replicas.go); 0: none, Redis's asynchronous default.
 	minReplicas int
 
+	// renewals merges concurrent renewals into pipelines (renewals.go);
+	// not used with minReplicas, whose WAIT counts one connection's writes.
+	renewals renewals
+
 	// The token feed (tokenfeed.go), started by the first WatchTokens.
 	feedMu     sync.Mutex
 	feed       *tokenFeed
@@ -234,8 +238,14 @@ func (s *Store) undoUnreplicated(req leasestore.AcquireRequest, token int64) {
 
 // Renew extends l's liveness and its evidence; see Store.
 func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
-	v, err := s.runReplicated(ctx, "renew", scriptRenew, s.jobKeys(l.Job),
-		[]any{s.jobPrefix(l.Job), l.Job, l.Holder, l.Token, millis(l.TTL), l.RTT.Microseconds()})
+	keys, args := s.jobKeys(l.Job), []any{s.jobPrefix(l.Job), l.Job, l.Holder, l.Token, millis(l.TTL), l.RTT.Microseconds()}
+	var v any
+	var err error
+	if s.minReplicas == 0 {
+		v, err = s.renew(ctx, keys, args)
+	} else {
+		v, err = s.runReplicated(ctx, "renew", scriptRenew, keys, args)
+	}
 	if err != nil {
 		return err
 	}
