@@ -79,7 +79,7 @@ test: deps fmt-check vet staticcheck rules-check
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 # bench prints the figures of docs/design.md §8 that say what a run costs
-# (start-up, CPU, memory, handoffs, failover, fail-fast, fence checks) as
+# (start-up, CPU, memory, handoffs, failover, fail-fast, fence checks, etcd's durable writes per run) as
 # `name value unit # target`, measured side by side with flock(1) and
 # etcdctl lock in one run, and how long it took: about a minute. bench-full
 # adds the store, topology, etcd, PostgreSQL and registry figures: 10 to 15

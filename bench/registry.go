@@ -25,12 +25,25 @@ import (
 	"github.com/leasectl/leasectl/leasestore/redisstore"
 )
 
-// The registry's load (issue 16): registryWorkers simulated workers, each
-// with a connection of its own as every `leasectl run` has, heartbeating
-// through one `leasectl serve` over TLS in front of the bench's Redis.
+// The registry's load (issues 16 and 26): registryWorkers simulated
+// workers, each with a connection of its own as every `leasectl run` has,
+// heartbeating through one `leasectl serve` over TLS in front of the
+// bench's Redis: a fleet of 1,000 hosts running 10 leased jobs each.
 const (
-	registryWorkers   = 1000
+	registryWorkers   = 10000
 	registryHeartbeat = 10 * time.Second // the target's heartbeat
+	// registryFlooders of the workers renew back to back: enough to keep
+	// every core of serve busy; the other workers would only add clients
+	// competing with serve for the same 2 cores.
+	registryFlooders = 1000
+	// registryPerRedis workers share one direct Redis store: a connection
+	// each would pass Redis's 10,000 clients.
+	registryPerRedis = 10
+	// registryConnecting workers connect at once: ten thousand TLS
+	// handshakes at the same instant would outlast serve's 5 s for a
+	// request's headers on 2 cores, which a fleet's staggered starts never
+	// ask of it.
+	registryConnecting = 500
 	// registryWindow is how long the paced phases last: two heartbeats of
 	// every worker.
 	registryWindow = 2 * registryHeartbeat
@@ -51,7 +64,7 @@ const (
 // one per worker per registryHeartbeat, straight on Redis and then through
 // serve (p50, p99, and the difference at p50: what the registry adds);
 // serve's CPU and resident memory meanwhile; and renewals back to back
-// through serve (requests a second, p50, p99).
+// through serve by registryFlooders of them (requests a second, p50, p99).
 func (b *bench) registryFigures() error {
 	dir := filepath.Join(b.tmp, "registry")
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -79,23 +92,29 @@ func (b *bench) registryFigures() error {
 	direct := make([]leasestore.Store, registryWorkers)
 	remote := make([]leasestore.Store, registryWorkers)
 	for i := range registryWorkers {
-		if direct[i], err = redisstore.Open(b.redis.URL, registryNamespace); err != nil {
-			return err
+		if i%registryPerRedis == 0 {
+			if direct[i], err = redisstore.Open(b.redis.URL, registryNamespace); err != nil {
+				return err
+			}
+			defer direct[i].Close()
+		} else {
+			direct[i] = direct[i-i%registryPerRedis]
 		}
-		defer direct[i].Close()
 		if remote[i], err = httpstore.Open(url, registryNamespace, httpstore.Options{Token: registryToken, CAFile: certs.CA}); err != nil {
 			return err
 		}
 		defer remote[i].Close()
 	}
 	leases := make([]*leasestore.Lease, registryWorkers)
-	err = forWorkers(func(i int) error {
-		var err error
-		leases[i], err = remote[i].Acquire(ctx, request(fmt.Sprintf("load-%04d", i), time.Minute, 3))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("acquiring the workers' leases through serve: %w", err)
+	for lo := 0; lo < registryWorkers; lo += registryConnecting {
+		err = forWorkers(min(registryConnecting, registryWorkers-lo), func(i int) error {
+			var err error
+			leases[lo+i], err = remote[lo+i].Acquire(ctx, request(fmt.Sprintf("load-%05d", lo+i), time.Minute, 3))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("acquiring the workers' leases through serve: %w", err)
+		}
 	}
 
 	directLat, _, err := paced(ctx, direct, leases)
@@ -124,7 +143,7 @@ func (b *bench) registryFigures() error {
 	}
 	var rounds []round
 	for range registryFloods {
-		lat, took, err := flood(ctx, remote, leases)
+		lat, took, err := flood(ctx, remote[:registryFlooders], leases)
 		if err != nil {
 			return fmt.Errorf("renewing back to back through serve: %w", err)
 		}
@@ -137,17 +156,18 @@ func (b *bench) registryFigures() error {
 		return err
 	}
 
-	n := fmt.Sprintf("%d workers, each its own connection", registryWorkers)
+	n := fmt.Sprintf("%d workers, each its own connection to serve (%d share each direct Redis connection)", registryWorkers, registryPerRedis)
 	dp50, rp50 := percentile(directLat, 50), percentile(remoteLat, 50)
 	line("registry_direct_renew_p50_ms", dp50, "ms", fmt.Sprintf("Renew straight on Redis, one every %s per worker, %s; p99 %.2f ms", registryHeartbeat, n, percentile(directLat, 99)))
-	line("registry_renew_p50_ms", rp50, "ms", fmt.Sprintf("the same through leasectl serve (HTTP/1.1 over TLS, Redis pool_size=%d); p99 %.2f ms", registryPool, percentile(remoteLat, 99)))
+	line("registry_renew_p50_ms", rp50, "ms", fmt.Sprintf("the same through leasectl serve (HTTP/1.1 over TLS, Redis pool_size=%d)", registryPool))
+	line("registry_renew_p99_ms", percentile(remoteLat, 99), "ms", "target <= 5")
 	line("registry_added_p50_ms", rp50-dp50, "ms", "target <= 1; what the registry adds over the store it fronts, at p50")
 	line("registry_paced_rps", float64(len(remoteLat))/window.Seconds(), "req/s", fmt.Sprintf("%d workers with a %s heartbeat", registryWorkers, registryHeartbeat))
-	line("registry_paced_cpu_percent", 100*(cpu1-cpu0)/window.Seconds(), "%", "serve's CPU time over the paced window, in % of one core (2 cores: room to spare below 200)")
-	line("registry_max_rps", med.rps, "req/s", fmt.Sprintf("%d workers renewing back to back through one serve, median of %d rounds of %s (%.0f-%.0f)",
-		registryWorkers, registryFloods, registryFlood, rounds[0].rps, rounds[len(rounds)-1].rps))
+	line("registry_paced_cpu_percent", 100*(cpu1-cpu0)/window.Seconds(), "%", "target <= 25; serve's CPU time over the paced window, in % of one core")
+	line("registry_paced_rss_mb", pacedRSS, "MB", fmt.Sprintf("target <= 200; serve's peak resident memory (VmHWM) with %d workers connected and heartbeating", registryWorkers))
+	line("registry_max_rps", med.rps, "req/s", fmt.Sprintf("target >= 15000 on 2 cores; %d workers renewing back to back through one serve, median of %d rounds of %s (%.0f-%.0f)",
+		registryFlooders, registryFloods, registryFlood, rounds[0].rps, rounds[len(rounds)-1].rps))
 	line("registry_max_p50_ms", percentile(med.lat, 50), "ms", fmt.Sprintf("back to back, the median round; p99 %.2f ms", percentile(med.lat, 99)))
-	line("registry_paced_rss_mb", pacedRSS, "MB", fmt.Sprintf("serve's peak resident memory (VmHWM) with %d workers connected and heartbeating", registryWorkers))
 	line("registry_max_rss_mb", rss, "MB", "the same after the back-to-back renewals")
 	return nil
 }
@@ -188,11 +208,12 @@ func (b *bench) startServe(certs testcert.Files, tokens string) (*exec.Cmd, stri
 	}
 }
 
-// forWorkers runs do for every worker at once and returns the first error.
-func forWorkers(do func(i int) error) error {
+// forWorkers runs do for workers 0 to n-1 at once and returns the first
+// error.
+func forWorkers(n int, do func(i int) error) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, registryWorkers)
-	for i := range registryWorkers {
+	errs := make(chan error, n)
+	for i := range n {
 		wg.Go(func() {
 			if err := do(i); err != nil {
 				errs <- err
@@ -211,7 +232,7 @@ func paced(ctx context.Context, stores []leasestore.Store, leases []*leasestore.
 	var mu sync.Mutex
 	var lat []float64
 	start := time.Now()
-	err := forWorkers(func(i int) error {
+	err := forWorkers(len(stores), func(i int) error {
 		next := start.Add(rand.N(registryHeartbeat))
 		for next.Before(start.Add(registryWindow)) {
 			time.Sleep(time.Until(next))
@@ -230,13 +251,14 @@ func paced(ctx context.Context, stores []leasestore.Store, leases []*leasestore.
 	return lat, time.Since(start), err
 }
 
-// flood renews every worker's lease back to back for registryFlood.
+// flood renews the lease of each of stores's workers back to back for
+// registryFlood.
 func flood(ctx context.Context, stores []leasestore.Store, leases []*leasestore.Lease) ([]float64, time.Duration, error) {
 	var mu sync.Mutex
 	var lat []float64
 	start := time.Now()
 	end := start.Add(registryFlood)
-	err := forWorkers(func(i int) error {
+	err := forWorkers(len(stores), func(i int) error {
 		var mine []float64
 		for time.Now().Before(end) {
 			t := time.Now()
