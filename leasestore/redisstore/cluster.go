@@ -117,17 +117,26 @@ func (n *clusterNodes) seed(addr string) *redis.Client {
 }
 
 // newClient is the cluster client's NewClient: it makes the node's client
-// as go-redis would, on the address the seed gave, and keeps it, the latest
-// for its address.
+// as go-redis would, on the address the seed gave.
 func (n *clusterNodes) newClient(opt *redis.Options) *redis.Client {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if addr, ok := n.loopback[opt.Addr]; ok {
-		opt.Addr = addr
+		// A copy: go-redis may still read the options it passed.
+		own := *opt
+		own.Addr = addr
+		opt = &own
 	}
-	c := redis.NewClient(opt)
-	n.byAddr[opt.Addr] = c
-	return c
+	return redis.NewClient(opt)
+}
+
+// added keeps the client go-redis made for a node, the latest for its
+// address; the cluster client calls it (OnNewNode) once it has set the
+// client up, so a copy never uses one it is still setting up.
+func (n *clusterNodes) added(c *redis.Client) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.byAddr[c.Options().Addr] = c
 }
 
 // all returns every node's client. go-redis closes a node's client once the

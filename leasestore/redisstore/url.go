@@ -130,7 +130,9 @@ func Open(rawURL, namespace string) (*Store, error) {
 		// user does) to learn nothing leasectl uses.
 		opt.DisableRoutingPolicies = true
 		nodes = newClusterNodes(opt)
-		rdb, addr = redis.NewClusterClient(opt), "cluster "+strings.Join(opt.Addrs, ",")
+		cc := redis.NewClusterClient(opt)
+		cc.OnNewNode(nodes.added)
+		rdb, addr = cc, "cluster "+strings.Join(opt.Addrs, ",")
 	case q.Has("master_name"):
 		opt, err := redis.ParseFailoverURL(u.String())
 		if err != nil {
