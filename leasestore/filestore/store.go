@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -94,6 +95,9 @@ func (e *Store) Close() error {
 // history.
 type jobDoc struct {
 	rules.Record
+	// Run is the one run a leasectl older than slots kept, read into
+	// Record.Runs and never written.
+	Run *rules.Run `json:"run,omitempty"`
 	// events are the newest HistoryLimit history events, oldest first, each
 	// as its JSON: they are stored as lines after the record's own JSON, and
 	// decoded only when read (Status, RecordLate), since every write of the
@@ -150,6 +154,9 @@ func (d *jobDoc) decode(body []byte) error {
 	line, rest, _ := bytes.Cut(body, []byte{'\n'})
 	if err := json.Unmarshal(line, d); err != nil {
 		return err
+	}
+	if d.Run != nil {
+		d.Runs, d.Run = append(d.Runs, d.Run), nil
 	}
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte{'\n'})
@@ -241,9 +248,7 @@ func (e *Store) Scan(ctx context.Context) ([]leasestore.Crash, error) {
 			for key := range todo {
 				c, err := e.scanJob(ctx, key, byKey[key])
 				mu.Lock()
-				if c != nil {
-					crashes = append(crashes, *c)
-				}
+				crashes = append(crashes, c...)
 				if err != nil && failed == nil {
 					failed = err
 				}
@@ -276,24 +281,24 @@ func (e *Store) Scan(ctx context.Context) ([]leasestore.Crash, error) {
 }
 
 // scanJob is Scan's step for the job whose files are named key and whose
-// expired in-flight entries are at paths: it counts the job's crash, if its
-// run has evidence without liveness, and removes the entries its record
-// does not need.
-func (e *Store) scanJob(ctx context.Context, key string, paths []string) (*leasestore.Crash, error) {
-	var crash *leasestore.Crash
+// expired in-flight entries are at paths: it counts the crash of each of
+// its runs that has evidence without liveness, and removes the entries its
+// record does not need.
+func (e *Store) scanJob(ctx context.Context, key string, paths []string) ([]leasestore.Crash, error) {
+	var crashes []leasestore.Crash
 	err := e.updateKey(ctx, "scan", key, "", false, func(t *txn, doc *jobDoc) error {
 		// Entries a killed process left that the record does not need.
 		for _, path := range paths {
-			if doc.Run == nil || path != e.inFlightPath(key, doc.Run.LiveUntil) {
+			if !slices.ContainsFunc(doc.Runs, func(u *rules.Run) bool { return path == e.inFlightPath(key, u.LiveUntil) }) {
 				t.stray = append(t.stray, path)
 			}
 		}
 		var step rules.Step
-		step, crash = rules.Reap(&doc.Record, t.now)
+		step, crashes = rules.Reap(&doc.Record, t.now)
 		t.apply(doc, step)
 		return nil
 	})
-	return crash, err
+	return crashes, err
 }
 
 // Quarantine puts job in quarantine by an operator's decision; see Store.
@@ -413,7 +418,7 @@ func (e *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, e
 	return jobs, nil
 }
 
-// Leases lists the live leases, ordered by job. It reads the in-flight
+// Leases lists the live leases, ordered by job and slot. It reads the in-flight
 // index entries that are live, then each one's record; each lease is read
 // at the store's clock just after its record.
 func (e *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
@@ -428,10 +433,10 @@ func (e *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 			if err != nil {
 				return err
 			}
-			if doc.Live(t.now) {
-				h := doc.Holder()
+			for _, u := range doc.LiveRuns(t.now) {
+				h := doc.Holder(u)
 				h.ReadAt = t.now
-				leases = append(leases, *h)
+				leases = append(leases, h)
 			}
 		}
 		return nil
@@ -439,7 +444,9 @@ func (e *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(leases, func(a, b leasestore.Holder) int { return strings.Compare(a.Job, b.Job) })
+	slices.SortFunc(leases, func(a, b leasestore.Holder) int {
+		return cmp.Or(strings.Compare(a.Job, b.Job), a.Slot-b.Slot)
+	})
 	return leases, nil
 }
 
@@ -471,5 +478,19 @@ func (e *Store) CheckToken(ctx context.Context, job string, token int64) error {
 			return err
 		}
 		return rules.CheckToken(&doc.Record, token, t.now)
+	})
+}
+
+var _ leasestore.Queuer = (*Store)(nil)
+
+// MaxSlots is leasestore.MaxSlots: the store keeps every run of a job in
+// its one record; see leasestore.Queuer.
+func (e *Store) MaxSlots() int { return leasestore.MaxSlots }
+
+// Leave takes holder out of job's queue of waiters; see leasestore.Queuer.
+func (e *Store) Leave(ctx context.Context, job, holder string) error {
+	return e.update(ctx, "leave the queue", job, func(t *txn, doc *jobDoc) error {
+		t.apply(doc, rules.Leave(&doc.Record, holder, t.now))
+		return nil
 	})
 }

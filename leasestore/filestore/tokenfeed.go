@@ -255,7 +255,7 @@ func (e *Store) readTokens(_ context.Context, jobs []string) ([]leasestore.Token
 			if err != nil {
 				return err
 			}
-			live := doc.Live(t.now) && doc.Run.Token == doc.LastToken
+			live := doc.LastLive(t.now)
 			states[i] = leasestore.TokenState{Job: job, Token: doc.LastToken, Live: live, Read: true}
 		}
 		return nil

@@ -202,8 +202,10 @@ func (ls *lockstep) compareViews(t *testing.T) {
 	var inFlight int
 	for _, job := range modelJobs {
 		r := &ls.model[job].rec
+		for _, u := range r.LiveRuns(ls.now) {
+			want = append(want, fmt.Sprintf("lease of %s by %s (%s)", job, u.Holder, ls.label(u.Token)))
+		}
 		if r.Live(ls.now) {
-			want = append(want, fmt.Sprintf("lease of %s by %s (%s)", job, r.Run.Holder, ls.label(r.Run.Token)))
 			inFlight++
 		}
 		if q := r.Quarantine; q != nil {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -353,17 +354,22 @@ func (ls *lockstep) scan(t *testing.T, _ string) {
 	if err != nil {
 		ls.fail(t, "scan", err, "no error")
 	}
-	got := map[string]string{}
+	got := map[string][]string{}
 	for _, c := range found {
-		got[c.Job] = ls.describeCrash(&c, ls.storeLabel)
+		got[c.Job] = append(got[c.Job], ls.describeCrash(&c, ls.storeLabel))
 	}
-	want := map[string]string{}
+	want := map[string][]string{}
 	for _, job := range modelJobs {
 		m := ls.model[job]
-		step, c := rules.Reap(&m.rec, ls.now)
+		step, crashes := rules.Reap(&m.rec, ls.now)
 		m.apply(step)
-		if c != nil {
-			want[job] = ls.describeCrash(c, ls.label)
+		for _, c := range crashes {
+			want[job] = append(want[job], ls.describeCrash(&c, ls.label))
+		}
+	}
+	for _, m := range []map[string][]string{got, want} {
+		for _, crashes := range m {
+			sort.Strings(crashes)
 		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
