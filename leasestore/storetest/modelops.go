@@ -61,7 +61,10 @@ func (ls *lockstep) pick() func(t *testing.T) {
 	if len(ls.gaveUp[job]) > 0 {
 		choices = append(choices, choice{1, ls.acquireGaveUp})
 	}
-	if !m.rec.Live(ls.now) && m.rec.Quarantine == nil {
+	if len(ls.waiters[job]) > 0 {
+		choices = append(choices, choice{4, ls.acquireWaiting}, choice{1, ls.leave})
+	}
+	if len(m.rec.LiveRuns(ls.now)) < ls.slotsOf(job) && m.rec.Quarantine == nil {
 		if ls.vanishes > 0 {
 			choices = append(choices, choice{3, ls.vanish})
 		}
@@ -102,6 +105,7 @@ func (ls *lockstep) acquireFresh(t *testing.T, job string) {
 	worker, holder := ls.freshHolder()
 	req := Request(job, holder, LongTTL)
 	req.MaxCrashes = 2 + ls.rnd.IntN(2)
+	ls.slotted(&req, true)
 	if ls.rnd.IntN(6) == 0 {
 		req.MinInterval = time.Hour
 	}
@@ -140,7 +144,9 @@ func (ls *lockstep) acquireAgain(t *testing.T, job string) {
 // late.
 func (ls *lockstep) acquireGaveUp(t *testing.T, job string) {
 	holders := ls.gaveUp[job]
-	ls.acquire(t, ls.rnd.IntN(modelWorkers), Request(job, holders[ls.rnd.IntN(len(holders))], LongTTL))
+	req := Request(job, holders[ls.rnd.IntN(len(holders))], LongTTL)
+	req.Slots = ls.slotsOf(job)
+	ls.acquire(t, ls.rnd.IntN(modelWorkers), req)
 }
 
 // acquire asks for req through worker's client and by the rules, compares
@@ -153,6 +159,7 @@ func (ls *lockstep) acquire(t *testing.T, worker int, req leasestore.AcquireRequ
 	step, ml, merr := rules.Acquire(&m.rec, req, ls.now)
 	m.apply(step)
 	ls.compareAnswers(t, "acquire", serr, merr)
+	ls.noteWaiter(worker, req, merr)
 	if ml == nil {
 		return nil
 	}
@@ -190,6 +197,12 @@ func describeRequest(req leasestore.AcquireRequest) string {
 	if req.Region != "" {
 		s += ", region " + req.Region
 	}
+	if req.Slots > 1 {
+		s += fmt.Sprintf(", %d slots", req.Slots)
+	}
+	if req.Wait {
+		s += ", waits"
+	}
 	return s
 }
 
@@ -201,6 +214,7 @@ func (ls *lockstep) vanish(t *testing.T, job string) {
 	worker, holder := ls.freshHolder()
 	req := Request(job, holder, ls.h.shortTTL())
 	req.MaxCrashes = 2 + ls.rnd.IntN(2)
+	req.Slots = ls.slotsOf(job)
 	ls.logf("%s: the supervisor of %s will vanish", job, holder)
 	run := ls.acquire(t, worker, req)
 	if run == nil {
@@ -221,6 +235,7 @@ func (ls *lockstep) forget(t *testing.T, job string) {
 	req := Request(job, holder, ls.h.shortTTL())
 	req.EvidenceTTL = 2 * req.TTL
 	req.MaxCrashes = 2 + ls.rnd.IntN(2)
+	req.Slots = ls.slotsOf(job)
 	ls.logf("%s: the supervisor of %s will vanish, and nobody looks until its evidence expired", job, holder)
 	granted := ls.now
 	run := ls.acquire(t, worker, req)
