@@ -127,8 +127,8 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 			if len(ops) == 0 {
 				return nil, s.heldRefusal(ctx, st, refusal)
 			}
-			// A crash counted (and maybe a quarantine) even though the
-			// request is refused.
+			// A crash counted (and maybe a quarantine), or a waiter's place
+			// in the queue, even though the request is refused.
 			ok, fresh, err := s.commit(ctx, "acquire", []*jobState{st}, ops)
 			if err != nil {
 				return nil, err
@@ -137,7 +137,7 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 				st = fresh[0]
 				continue
 			}
-			return nil, refusal
+			return nil, s.heldRefusal(ctx, st, refusal)
 		}
 		if before != nil && lease.Token == before.Token {
 			// Asked again by the holder of the live lease: the same lease,

@@ -3,7 +3,6 @@ package storetest
 import (
 	"flag"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -135,8 +134,9 @@ type lockstep struct {
 	// queue: the store is a leasestore.Queuer, so the sequence has runs of
 	// several slots and waiters (modelqueue.go); waiters are the requests
 	// that wait in each job's queue.
-	queue   bool
-	waiters map[string][]modelWaiter
+	queue    bool
+	maxSlots int // the most slots the store grants a job
+	waiters  map[string][]modelWaiter
 	// tokens maps the store's tokens to the model's: their values differ
 	// (a token is max(last+1, the store's clock in µs)), so they are
 	// compared only for naming the same run. labels names the model's
@@ -202,8 +202,9 @@ func newLockstep(t *testing.T, h fixture, seed int64) *lockstep {
 	for _, job := range modelJobs {
 		ls.model[job] = &modelJob{rec: rules.Record{Job: job}}
 	}
-	q, ok := ls.workers[0].(leasestore.Queuer)
-	ls.queue = ok && q.MaxSlots() >= slices.Max(slices.Collect(maps.Values(modelSlots)))
+	if q, ok := ls.workers[0].(leasestore.Queuer); ok {
+		ls.queue, ls.maxSlots = true, q.MaxSlots()
+	}
 	return ls
 }
 

@@ -16,7 +16,8 @@ import (
 // that wait at random, waiters that ask again (keeping their place, or
 // getting the slot that is theirs) and waiters that give up.
 
-// modelSlots are the jobs' slots on a store with a queue.
+// modelSlots are the jobs' slots on a store with a queue, when it grants
+// as many.
 var modelSlots = map[string]int{"alpha": 3, "beta": 1}
 
 // modelWaiter is a request of the sequence that waits in its job's queue.
@@ -30,7 +31,7 @@ func (ls *lockstep) slotsOf(job string) int {
 	if !ls.queue {
 		return 1
 	}
-	return modelSlots[job]
+	return min(modelSlots[job], ls.maxSlots)
 }
 
 // slotted gives req its job's slots on a store with a queue, at times
@@ -41,7 +42,7 @@ func (ls *lockstep) slotted(req *leasestore.AcquireRequest, mayWait bool) {
 	if !ls.queue {
 		return
 	}
-	if ls.rnd.IntN(12) == 0 {
+	if ls.rnd.IntN(12) == 0 && req.Slots < ls.maxSlots {
 		req.Slots++
 	}
 	req.Wait = mayWait && ls.rnd.IntN(3) == 0
