@@ -62,7 +62,8 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, TokenFeed: true, MinTTL: minTTL, CommonHistoryWords: true, RegionsAndDeadlines: true, RoundTrips: true}
+	return storetest.Abilities{Wipe: true, TokenFeed: true, MinTTL: minTTL, CommonHistoryWords: true, RegionsAndDeadlines: true, RoundTrips: true,
+		Slots: 1}
 }
 
 func TestConformance(t *testing.T) {

@@ -95,8 +95,10 @@ func (e *Store) Close() error {
 // history.
 type jobDoc struct {
 	rules.Record
-	// Run is the one run a leasectl older than slots kept, read into
-	// Record.Runs and never written.
+	// Run is the job's one run as a leasectl older than slots keeps it:
+	// read into Record.Runs, and written in place of Runs while the job
+	// has one run, in its first slot, so that an older leasectl sharing
+	// the store during an upgrade still sees it held.
 	Run *rules.Run `json:"run,omitempty"`
 	// events are the newest HistoryLimit history events, oldest first, each
 	// as its JSON: they are stored as lines after the record's own JSON, and
@@ -138,7 +140,11 @@ func (d *jobDoc) history() ([]leasestore.Event, error) {
 // encode is the record as a slot holds it: its JSON on the first line and
 // an event's on each of the others.
 func (d *jobDoc) encode() ([]byte, error) {
-	v, err := json.Marshal(d)
+	w := *d
+	if len(w.Runs) == 1 && w.Runs[0].Slot == 0 {
+		w.Run, w.Runs = w.Runs[0], nil
+	}
+	v, err := json.Marshal(&w)
 	if err != nil {
 		return nil, err
 	}

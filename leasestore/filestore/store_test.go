@@ -50,7 +50,8 @@ func (harness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, TokenFeed: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true}
+	return storetest.Abilities{Wipe: true, TokenFeed: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true,
+		Slots: leasestore.MaxSlots}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{}) }

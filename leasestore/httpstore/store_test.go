@@ -54,7 +54,8 @@ func (embeddedHarness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (embeddedHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true, TokenFeed: true}
+	return storetest.Abilities{Wipe: true, RegionsAndDeadlines: true, CommonHistoryWords: true, RoundTrips: true, TokenFeed: true,
+		Slots: leasestore.MaxSlots}
 }
 
 // redisHarness puts each test's registry in front of the shared Redis, in a

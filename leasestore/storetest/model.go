@@ -131,9 +131,9 @@ type lockstep struct {
 	runs map[string][]*modelRun
 	// gaveUp are the holders that gave up on a grant, by job.
 	gaveUp map[string][]string
-	// queue: the store is a leasestore.Queuer, so the sequence has runs of
-	// several slots and waiters (modelqueue.go); waiters are the requests
-	// that wait in each job's queue.
+	// queue: the store keeps a queue and slots (Abilities.Slots), so the
+	// sequence has runs of several slots and waiters (modelqueue.go);
+	// waiters are the requests that wait in each job's queue.
 	queue    bool
 	maxSlots int // the most slots the store grants a job
 	waiters  map[string][]modelWaiter
@@ -202,9 +202,7 @@ func newLockstep(t *testing.T, h fixture, seed int64) *lockstep {
 	for _, job := range modelJobs {
 		ls.model[job] = &modelJob{rec: rules.Record{Job: job}}
 	}
-	if q, ok := ls.workers[0].(leasestore.Queuer); ok {
-		ls.queue, ls.maxSlots = true, q.MaxSlots()
-	}
+	ls.queue, ls.maxSlots = h.Slots > 0, h.Slots
 	return ls
 }
 

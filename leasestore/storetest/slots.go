@@ -13,12 +13,15 @@ import (
 // docs/semantics.md, Slots and the queue), checked on a store that has it.
 
 // queuer is s as a Queuer that grants at least slots slots; the test is
-// skipped on a store that does not.
-func queuer(t *testing.T, s leasestore.Store, slots int) leasestore.Queuer {
+// skipped on a store whose harness says it does not (Abilities.Slots).
+func (h fixture) queuer(t *testing.T, s leasestore.Store, slots int) leasestore.Queuer {
 	t.Helper()
-	q, ok := s.(leasestore.Queuer)
-	if !ok || q.MaxSlots() < slots {
+	if h.Slots < slots {
 		t.Skipf("the store keeps no queue of waiters, or fewer than %d slots per job", slots)
+	}
+	q, ok := s.(leasestore.Queuer)
+	if !ok {
+		t.Fatalf("the harness says the store keeps a queue and %d slots, but %T is no leasestore.Queuer", h.Slots, s)
 	}
 	return q
 }
@@ -58,7 +61,7 @@ func waitersOf(queue []leasestore.Waiter) []string {
 
 func testSlots(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	queuer(t, s, 3)
+	h.queuer(t, s, 3)
 	var leases []*leasestore.Lease
 	for i, w := range []string{"a", "b", "c"} {
 		l := Acquire(t, s, slotRequest("job", w, LongTTL, 3, false))
@@ -106,7 +109,7 @@ func testSlots(t *testing.T, h fixture) {
 
 func testSlotsMustAgree(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	queuer(t, s, 3)
+	h.queuer(t, s, 3)
 	l := Acquire(t, s, slotRequest("job", "a", LongTTL, 3, false))
 	_, err := s.Acquire(Ctx(t), slotRequest("job", "b", LongTTL, 2, true))
 	if se := errorAs[*leasestore.SlotsError](t, err); se.Slots != 3 || se.Requested != 2 {
@@ -124,7 +127,7 @@ func testSlotsMustAgree(t *testing.T, h fixture) {
 
 func testQueueOrder(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	queuer(t, s, 1)
+	h.queuer(t, s, 1)
 	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
 	for i, w := range []string{"b", "c", "d"} {
 		if held := refused(t, client(t, h.Fixture), slotRequest("job", w, LongTTL, 1, true)); held.Position != i+1 || held.Waiting != i+1 {
@@ -166,7 +169,7 @@ func testQueueOrder(t *testing.T, h fixture) {
 
 func testWaiterVanishes(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	queuer(t, s, 1)
+	h.queuer(t, s, 1)
 	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
 	gone := slotRequest("job", "b", h.shortTTL(), 1, true)
 	refused(t, s, gone)
@@ -191,7 +194,7 @@ func testWaiterVanishes(t *testing.T, h fixture) {
 
 func testWaiterLeaves(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	q := queuer(t, s, 1)
+	q := h.queuer(t, s, 1)
 	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
 	refused(t, s, slotRequest("job", "b", LongTTL, 1, true))
 	refused(t, s, slotRequest("job", "c", LongTTL, 1, true))
@@ -210,7 +213,7 @@ func testWaiterLeaves(t *testing.T, h fixture) {
 
 func testCrashWhileOthersWait(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	queuer(t, s, 2)
+	h.queuer(t, s, 2)
 	Acquire(t, s, slotRequest("job", "x", LongTTL, 2, false))
 	crashing := slotRequest("job", "a", h.shortTTL(), 2, false)
 	a := Acquire(t, s, crashing)
@@ -245,7 +248,7 @@ func testCrashWhileOthersWait(t *testing.T, h fixture) {
 
 func testScanCountsEachSlot(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	queuer(t, s, 2)
+	h.queuer(t, s, 2)
 	a := Acquire(t, s, slotRequest("job", "a", h.shortTTL(), 2, false))
 	Acquire(t, s, slotRequest("job", "b", LongTTL, 2, false))
 	h.awaitExpired(t, s, a)

@@ -57,6 +57,11 @@ type Abilities struct {
 	// reads alike whatever the store; the suite checks them only on a store
 	// that says so, as for RegionsAndDeadlines.
 	CommonHistoryWords bool
+	// Slots: the store keeps a queue of waiters and grants a job up to
+	// this many slots (leasestore.Queuer); 0: neither, and the suite skips
+	// their tests. Through a registry it is what the store behind it
+	// keeps, which the remote store cannot know before it asks.
+	Slots int
 	// RoundTrips: Renew keeps the holder's Lease.RTT, which Status and
 	// Leases report as Holder.LastRTT, and a new grant starts without one.
 	// Every store should (`ls` and `status` show it); checked as for
