@@ -10,7 +10,8 @@ import (
 // The queue of a job's waiters (AcquireRequest.Wait): a refused request that
 // waits joins it at the tail, and keeps its place alive by asking again
 // within its TTL (the supervisor asks once per heartbeat while it waits, and
-// at once when a release wakes it); a free slot goes only to a request
+// at once when a release wakes it; its place moves on once it has half its
+// TTL left); a free slot goes only to a request
 // with fewer waiters ahead of it than there are free slots. A waiter that
 // dies lapses once its TTL passed, as a lease would; one that gives up
 // leaves (Leave).
@@ -34,16 +35,21 @@ func (r *Record) ahead(holder string) int {
 	return len(r.Queue)
 }
 
-// wait puts req's holder in the queue at now, at the tail, or keeps its
-// place alive for another TTL, and returns its position, from 1.
+// wait puts req's holder in the queue at now, at the tail, or, once its
+// place has at most half its TTL left, keeps it alive for another TTL, and
+// returns its position, from 1. With more left its place stands as it is:
+// a release wakes every waiter, and each asking again would otherwise be a
+// write of the job's record, one per waiter per release.
 func (r *Record) wait(req leasestore.AcquireRequest, now time.Time) int {
-	r.Queue = slices.Clone(r.Queue)
 	until := expiry(now, req.TTL)
 	if i := r.ahead(req.Holder); i < len(r.Queue) {
-		r.Queue[i].Until = until
+		if r.Queue[i].Until.Sub(now) <= req.TTL/2 {
+			r.Queue = slices.Clone(r.Queue)
+			r.Queue[i].Until = until
+		}
 		return i + 1
 	}
-	r.Queue = append(r.Queue, leasestore.Waiter{Worker: req.Holder, Host: req.Host, PID: req.PID, Since: now, Until: until})
+	r.Queue = append(slices.Clone(r.Queue), leasestore.Waiter{Worker: req.Holder, Host: req.Host, PID: req.PID, Since: now, Until: until})
 	return len(r.Queue)
 }
 

@@ -251,6 +251,20 @@ func TestQueue(t *testing.T) {
 			t.Errorf("queue after c's grant: %+v", r.Queue)
 		}
 	})
+	t.Run("a waiter asking again moves its place on only once half its TTL passed", func(t *testing.T) {
+		r := &Record{Job: "job"}
+		grant(t, r, waiting("a", 1), t0)
+		refuse(t, r, waiting("b", 1), t0)
+		before := r.Queue
+		refuse(t, r, waiting("b", 1), at(ttl/2-time.Second))
+		if !slices.Equal(r.Queue, before) {
+			t.Errorf("asked again before half its TTL: queue %+v, want it unchanged (no write)", r.Queue)
+		}
+		refuse(t, r, waiting("b", 1), at(ttl/2))
+		if want := at(ttl / 2).Add(ttl); !r.Queue[0].Until.Equal(want) || !r.Queue[0].Since.Equal(t0) {
+			t.Errorf("asked again at half its TTL: %+v, want until %s, since unchanged", r.Queue[0], want)
+		}
+	})
 	t.Run("a waiter that leaves wakes the next when a slot is free", func(t *testing.T) {
 		r := &Record{Job: "job"}
 		la := grant(t, r, waiting("a", 1), t0)
