@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -173,6 +174,11 @@ func (d *jobDoc) decode(body []byte) error {
 
 // Acquire grants the lease on req.Job; see Store.
 func (e *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+	if req.Wait {
+		if refusal := e.waitingRefusal(req); refusal != nil {
+			return nil, refusal
+		}
+	}
 	var lease *leasestore.Lease
 	err := e.update(ctx, "acquire", req.Job, func(t *txn, doc *jobDoc) (err error) {
 		var step rules.Step
@@ -185,6 +191,35 @@ func (e *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		return nil, err
 	}
 	return lease, nil
+}
+
+// waitingRefusal is the answer to req, a waiter asking again, when the rules
+// refuse it as held on a lock-free read of the job's record and change
+// nothing; nil when the job's lock must decide. A release wakes every
+// waiter, and the one whose turn it is would otherwise wait in the lock's
+// queue behind all the others, each refused anyway. A refusal that changes
+// nothing is as true at the read as under the lock, and a release after
+// the read wakes the waiter again (it subscribed before it first asked).
+func (e *Store) waitingRefusal(req leasestore.AcquireRequest) error {
+	var refusal error
+	_ = e.view("acquire", func(t *txn) error {
+		doc, err := t.job(req.Job)
+		if err != nil {
+			return err
+		}
+		before, err := doc.encode()
+		if err != nil {
+			return err
+		}
+		e.endGone(&doc.Record, req.Holder, t.now, 0)
+		_, _, err = rules.Acquire(&doc.Record, req, t.now)
+		after, aerr := doc.encode()
+		if errors.As(err, new(*leasestore.HeldError)) && aerr == nil && bytes.Equal(before, after) {
+			refusal = err
+		}
+		return nil
+	})
+	return refusal
 }
 
 // Renew extends l's liveness and its run's evidence; see Store.
