@@ -60,12 +60,13 @@ func exitCode(err error) int {
 	var dErr *leasestore.DeadlineError
 	var rErr *leasestore.RegionError
 	var reqErr *leasestore.RequestError
+	var slotsErr *leasestore.SlotsError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, &idErr), supervise.IsConfigError(err), errors.As(err, &urlErr), errors.As(err, &nsErr), errors.As(err, &reqErr):
+	case errors.As(err, &idErr), supervise.IsConfigError(err), errors.As(err, &urlErr), errors.As(err, &nsErr), errors.As(err, &reqErr), errors.As(err, &slotsErr):
 		// A store may find a URL unusable only when it first talks to the
 		// server (a database it does not have): still a usage error.
 		return exitUsage

@@ -49,10 +49,18 @@ the lease to someone else. When CMD exits, its outcome is recorded and the lease
 released; leasectl exits with CMD's exit code.
 
 CMD runs without a shell, with leasectl's stdin, stdout and stderr, in its own
-process group, and gets LEASECTL_JOB_ID, LEASECTL_FENCING_TOKEN,
+process group, and gets LEASECTL_JOB_ID, LEASECTL_FENCING_TOKEN, LEASECTL_SLOT,
 LEASECTL_WORKER_ID, LEASECTL_ATTEMPT and LEASECTL_LEASE_TTL_MS, and the run's
 LEASECTL_STORE (password included) and LEASECTL_NAMESPACE, so that
 'leasectl token check' in CMD asks the store that granted its token.
+
+With --slots N, at most N runs of the job run at once across every host
+sharing the store, each in a slot of its own (LEASECTL_SLOT, from 0) with a
+fencing token of its own from the job's one rising sequence. All runs of a
+job must agree on N: a run with another N than the job's runs in flight is
+refused (exit 64), and a change of N takes effect once none is in flight.
+--wait runs are served in the order they started waiting (on the embedded
+store; other stores let waiters race).
 
 A crash, which counts toward --max-crashes, is CMD killed by SIGSEGV, SIGBUS,
 SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT, SIGXCPU, SIGXFSZ or a SIGKILL leasectl
@@ -102,6 +110,9 @@ watchdog).`,
 			if err := expectFlags(cmd.Flags(), &c.Expect); err != nil {
 				return err
 			}
+			if c.Slots < 1 {
+				return usageError(fmt.Errorf("--slots %d must be between 1 and %d", c.Slots, leasestore.MaxSlots))
+			}
 			if opts.ConflictExitCode < 0 || opts.ConflictExitCode > 255 {
 				return usageError(fmt.Errorf("--conflict-exit-code %d must be between 0 and 255", opts.ConflictExitCode))
 			}
@@ -129,6 +140,7 @@ watchdog).`,
 	fl.StringVar(&c.WorkerID, "worker-id", "", "this run's worker ID (default host:pid:random)")
 	fl.IntVar(&opts.ConflictExitCode, "conflict-exit-code", exitHeld, "exit code when the lease is held elsewhere (0: a quiet skip, like flock -E 0)")
 	fl.DurationVar(&c.MinInterval, "min-interval", 0, "skip (exit 0) if the job last succeeded less than this long ago")
+	fl.IntVar(&c.Slots, "slots", 1, "at most this many runs of the job at once, across every host sharing the store (all its runs must agree)")
 	fl.StringVar(&c.Region, "region", "", "this worker's region: a job first granted in a region is refused to workers of others (exit 78); default: a registry URL's ?region=, else any")
 	fl.Var(timestampFlag{&c.Deadline}, "ttl-deadline", "the job's hard deadline, an RFC 3339 time: past it by the store's clock (on etcd, the acquiring host's) the job is refused for good (exit 77), also while --wait waits")
 	fl.Duration("expect-every", 0, "the job must complete successfully at least this often, or it is overdue (scan, ls, status, metrics); recorded on the job, last writer wins")
@@ -330,14 +342,24 @@ func (w *waitStatus) show(h *leasestore.HeldError) {
 		if !w.logged {
 			w.logged = true
 			w.log.Info().Str("holder", h.Holder).Str("host", h.Host).Int("pid", h.PID).Dur("expires_in", h.ExpiresIn).
-				Msg("waiting for the lease")
+				Int("position", h.Position).Int("waiting", h.Waiting).Msg("waiting for the lease")
 		}
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	fmt.Fprintf(w.io.ErrOut, "\r\x1b[Kwaiting for job %s: held by %s on %s (pid %d) for %s, expires in %s",
-		w.job, h.Holder, h.Host, h.PID, w.now().Sub(h.Since).Round(time.Second), h.ExpiresIn.Round(100*time.Millisecond))
+	fmt.Fprintf(w.io.ErrOut, "\r\x1b[Kwaiting for job %s: ", w.job)
+	if h.Holder != "" {
+		fmt.Fprintf(w.io.ErrOut, "held by %s on %s (pid %d) for %s, expires in %s",
+			h.Holder, h.Host, h.PID, w.now().Sub(h.Since).Round(time.Second), h.ExpiresIn.Round(100*time.Millisecond))
+	}
+	if h.Position > 0 {
+		sep := ""
+		if h.Holder != "" {
+			sep = "; "
+		}
+		fmt.Fprintf(w.io.ErrOut, "%s%d of %d in its queue", sep, h.Position, h.Waiting)
+	}
 	w.shown = true
 }
 

@@ -559,6 +559,8 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 // binary's serve: each test gets a fresh serve in front of a fresh store.
 type conformanceHarness struct {
 	store func(t testing.TB) (url, namespace string, wipe func(t testing.TB))
+	// slots is what the store behind the registry keeps (storetest.Abilities.Slots).
+	slots int
 }
 
 func (h conformanceHarness) NewStore(t testing.TB) storetest.Fixture {
@@ -578,15 +580,15 @@ func (h conformanceHarness) NewStore(t testing.TB) storetest.Fixture {
 	}
 }
 
-func (conformanceHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{}
+func (h conformanceHarness) Abilities() storetest.Abilities {
+	return storetest.Abilities{Slots: h.slots}
 }
 
 // TestConformanceThroughServe is the store contract through `leasectl
 // serve`, in front of the embedded store and of Redis.
 func TestConformanceThroughServe(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) {
-		storetest.Run(t, conformanceHarness{store: func(t testing.TB) (string, string, func(testing.TB)) {
+		storetest.Run(t, conformanceHarness{slots: leasestore.MaxSlots, store: func(t testing.TB) (string, string, func(testing.TB)) {
 			dir := t.TempDir()
 			return "file://" + dir, "leasectl", func(t testing.TB) {
 				// The embedded store's data (leasestore/filestore, file.go).

@@ -178,6 +178,12 @@ func sampleStore() *stubStore {
 		{At: oncallNow.Add(-26*time.Hour + 72*time.Second), Kind: leasestore.EventReleased, Worker: "db-1:4100:9f9f9f", Token: 1772240000000001, Detail: "completed exit 0 after 1m12s"},
 		{At: running.StartedAt, Kind: leasestore.EventAcquired, Worker: running.Worker, Token: running.Token},
 	}
+	encoders := []leasestore.Holder{
+		{Job: "encode", Worker: "media-1:5150:aa0001", Host: "media-1", PID: 5150, Token: 1772331100000001, Attempt: 40,
+			Command: []string{"encode"}, StartedAt: oncallNow.Add(-4 * time.Minute), ExpiresAt: oncallNow.Add(25 * time.Second)},
+		{Job: "encode", Worker: "media-2:6160:bb0002", Host: "media-2", PID: 6160, Token: 1772331200000002, Attempt: 41, Slot: 2,
+			Command: []string{"encode"}, StartedAt: oncallNow.Add(-2 * time.Minute), ExpiresAt: oncallNow.Add(12 * time.Second)},
+	}
 	quarantine := leasestore.Quarantine{
 		Job: "billing-sync", Crashes: 3, Since: oncallNow.Add(-42 * time.Minute), Reason: "3 consecutive crashes", By: "leasectl",
 		LastHolder: "app-3:901:0c0ffe", LastHost: "app-3",
@@ -228,6 +234,14 @@ func sampleStore() *stubStore {
 				History: []leasestore.Event{
 					{At: oncallNow.Add(-5*time.Minute - 12*time.Second), Kind: leasestore.EventAcquired, Worker: "app-1:3131:beef01", Token: 1772331000000007},
 				},
+			},
+			"encode": {
+				Job: "encode", State: leasestore.StateRunning, Now: oncallNow, Holder: &encoders[0], Holders: encoders, Slots: 3,
+				Queue: []leasestore.Waiter{
+					{Worker: "media-3:7170:cc0003", Host: "media-3", PID: 7170, Since: oncallNow.Add(-90 * time.Second), Until: oncallNow.Add(20 * time.Second)},
+					{Worker: "media-1:5200:dd0004", Host: "media-1", PID: 5200, Since: oncallNow.Add(-30 * time.Second), Until: oncallNow.Add(25 * time.Second)},
+				},
+				LastToken: 1772331200000002, Attempts: 41, MaxCrashes: 3,
 			},
 			"billing-sync": {
 				Job: "billing-sync", State: leasestore.StateQuarantined, Now: oncallNow,
@@ -333,7 +347,7 @@ func TestNewCmdStatus(t *testing.T) {
 }
 
 func TestStatusOutput(t *testing.T) {
-	for _, job := range []string{"nightly-report", "etl:orders", "billing-sync"} {
+	for _, job := range []string{"nightly-report", "etl:orders", "billing-sync", "encode"} {
 		for _, m := range outputModes {
 			ios, out, errOut := testStreams(m.tty)
 			s := sampleStore()

@@ -94,6 +94,7 @@ type leaseJSON struct {
 	PID          int      `json:"pid"`
 	Token        int64    `json:"token"`
 	Attempt      int64    `json:"attempt"`
+	Slot         int      `json:"slot"`
 	Command      []string `json:"command"`
 	StartedAt    jsonTime `json:"started_at"`
 	ExpiresAt    jsonTime `json:"expires_at"`
@@ -116,7 +117,7 @@ type stopJSON struct {
 
 func leaseView(h *leasestore.Holder, now time.Time) leaseJSON {
 	v := leaseJSON{
-		Job: h.Job, Worker: h.Worker, Host: h.Host, PID: h.PID, Token: h.Token, Attempt: h.Attempt,
+		Job: h.Job, Worker: h.Worker, Host: h.Host, PID: h.PID, Token: h.Token, Attempt: h.Attempt, Slot: h.Slot,
 		Command:   command(h.Command),
 		StartedAt: jsonTime(h.StartedAt), ExpiresAt: jsonTime(h.ExpiresAt),
 		RunningForMS: millis(max(now.Sub(h.StartedAt), 0)),
@@ -177,6 +178,9 @@ type statusJSON struct {
 	Region      string          `json:"region"`
 	Now         jsonTime        `json:"now"`
 	Holder      *leaseJSON      `json:"holder"`
+	Slots       int             `json:"slots"`
+	Holders     []leaseJSON     `json:"holders"`
+	Queue       []waiterJSON    `json:"queue"`
 	Crashed     *crashJSON      `json:"crashed"`
 	Token       int64           `json:"token"`
 	Attempts    int64           `json:"attempts"`
@@ -205,6 +209,7 @@ func statusView(st *leasestore.JobStatus) statusJSON {
 		Token: st.LastToken, Attempts: st.Attempts, Crashes: st.Crashes, MaxCrashes: st.MaxCrashes,
 		LastOutcome: outcomeView(lastRun(st)), LastSuccess: jsonTime(st.LastSuccess),
 		History: historyView(st.History),
+		Slots:   max(st.Slots, 1), Holders: holdersView(st), Queue: queueView(st.Queue, st.Now),
 	}
 	if st.Holder != nil {
 		h := leaseView(st.Holder, st.Now)

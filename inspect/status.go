@@ -21,8 +21,9 @@ func NeverSeen(st *leasestore.JobStatus) bool {
 }
 
 // Status prints one job's state (IDLE, RUNNING, CRASHED or QUARANTINED),
-// its holder, token and TTL left, crash count, last outcome and recent
-// history. Ages are relative to the store's clock (st.Now).
+// its holder, token and TTL left (of a job of several slots, the slots in
+// use and free and every holder), its queue of waiters, crash count, last
+// outcome and recent history. Ages are relative to the store's clock (st.Now).
 func (p *Printer) Status(st *leasestore.JobStatus) error {
 	if p.Format == FormatJSON {
 		return p.writeJSON(statusView(st))
@@ -67,6 +68,7 @@ func (p *Printer) Status(st *leasestore.JobStatus) error {
 	default:
 		fields = append(fields, field{label: "token", key: "token", value: tokenCell(st.LastToken)})
 	}
+	fields = append(fields, slotFields(st)...)
 	fields = append(fields,
 		field{label: "crashes", key: "crashes", value: crashCount(st.Crashes, st.MaxCrashes)},
 		field{key: "max_crashes", value: intCell(int64(st.MaxCrashes))},

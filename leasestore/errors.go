@@ -27,7 +27,11 @@ var (
 	ErrForbidden = errors.New("leasestore: operation forbidden to the caller's role")
 )
 
-// HeldError is returned by Acquire when another worker holds the lease.
+// HeldError is returned by Acquire when another worker holds the lease
+// (of a job of several slots, every slot), or when the slots free are
+// promised to earlier waiters. The holder it names is the live lease that
+// expires first; none (Holder empty) when a slot is free but earlier
+// waiters come first.
 type HeldError struct {
 	Job       string
 	Holder    string
@@ -36,12 +40,32 @@ type HeldError struct {
 	Token     int64
 	Since     time.Time     // when the holder acquired it (store clock)
 	ExpiresIn time.Duration // the holder's remaining liveness
+	// Slots is the job's number of slots; 0 or 1: one.
+	Slots int
+	// Position is the request's place in the job's queue, from 1, when it
+	// waits (AcquireRequest.Wait) on a store that keeps a queue; 0
+	// otherwise. Waiting is how many wait in all.
+	Position, Waiting int
 }
 
-// Error says who holds the job and for how long still.
+// Error says who holds the job and for how long still, and where the
+// request waits.
 func (e *HeldError) Error() string {
-	return fmt.Sprintf("job %q is held by worker %s (host %s, pid %d) since %s; its lease expires in %s",
-		e.Job, e.Holder, e.Host, e.PID, e.Since.UTC().Format(time.RFC3339), e.ExpiresIn.Round(time.Millisecond))
+	var b strings.Builder
+	switch {
+	case e.Holder == "":
+		fmt.Fprintf(&b, "job %q has a free slot, promised to the runs that waited longer", e.Job)
+	case e.Slots > 1:
+		fmt.Fprintf(&b, "all %d slots of job %q are held; the first to expire is worker %s's (host %s, pid %d) since %s, in %s",
+			e.Slots, e.Job, e.Holder, e.Host, e.PID, e.Since.UTC().Format(time.RFC3339), e.ExpiresIn.Round(time.Millisecond))
+	default:
+		fmt.Fprintf(&b, "job %q is held by worker %s (host %s, pid %d) since %s; its lease expires in %s",
+			e.Job, e.Holder, e.Host, e.PID, e.Since.UTC().Format(time.RFC3339), e.ExpiresIn.Round(time.Millisecond))
+	}
+	if e.Position > 0 {
+		fmt.Fprintf(&b, "; waiting %d of %d in its queue", e.Position, e.Waiting)
+	}
+	return b.String()
 }
 
 // QuarantinedError is returned by Acquire for a quarantined job.

@@ -148,8 +148,8 @@ type Operator interface {
 	// once it was granted or quarantined. It is for completion and listings,
 	// not a hot path: on some stores it reads every job's record.
 	Jobs(ctx context.Context, prefix string, limit int) ([]string, error)
-	// Leases lists the live leases, ordered by job, each with the store's
-	// clock at the time of reading.
+	// Leases lists the live leases, ordered by job and slot, each with the
+	// store's clock at the time of reading.
 	Leases(ctx context.Context) ([]Holder, error)
 	// Counts returns store-wide gauges: leases in flight and quarantined jobs.
 	Counts(ctx context.Context) (Counts, error)
@@ -204,14 +204,28 @@ type AcquireRequest struct {
 	// grant (last writer wins; its Since is kept while Every and Grace are
 	// unchanged). Nil leaves the job's expectation as it is.
 	Expect *Expectation
+	// Slots is how many runs of the job may hold a lease at once (--slots),
+	// each in a slot of its own; 0 or 1: one. Every run of a job in flight
+	// must ask for the same number (*SlotsError otherwise). Only a store
+	// that is a Queuer honours more than one.
+	Slots int
+	// Wait: the caller waits for the job when refused (--wait). A refused
+	// request joins the job's queue of waiters (or, already in it, keeps
+	// its place alive for another TTL), and a free slot goes only to the
+	// oldest waiters, so runs are served in the order they started
+	// waiting. Only a store that is a Queuer keeps the queue.
+	Wait bool
 }
 
 // Lease is a granted lease.
 type Lease struct {
-	Job       string
-	Holder    string
-	Token     int64 // fencing token, strictly increasing per job
-	Attempt   int64 // how many times the job was granted, this one included
+	Job     string
+	Holder  string
+	Token   int64 // fencing token, strictly increasing per job
+	Attempt int64 // how many times the job was granted, this one included
+	// Slot is the lease's slot among the job's AcquireRequest.Slots,
+	// counted from 0; always 0 for a job of one slot.
+	Slot      int
 	TTL       time.Duration
 	GrantedAt time.Time // the store's clock
 	// Recovered is the previous run's crash that this Acquire counted, if
@@ -337,6 +351,7 @@ type Holder struct {
 	PID       int
 	Token     int64
 	Attempt   int64
+	Slot      int // counted from 0
 	Command   []string
 	StartedAt time.Time
 	ExpiresAt time.Time
@@ -363,12 +378,19 @@ type LastOutcome struct {
 
 // JobStatus is what Status reports for one job.
 type JobStatus struct {
-	Job         string
-	State       State
-	Now         time.Time // the store's clock when the status was read
-	Region      string    // recorded by the job's first grant that named one
-	Holder      *Holder   // the live lease, if any
-	Crashed     *Crash    // uncounted crash evidence, when State is CRASHED
+	Job    string
+	State  State
+	Now    time.Time // the store's clock when the status was read
+	Region string    // recorded by the job's first grant that named one
+	Holder *Holder   // the live lease, if any; of several, the one in the lowest slot
+	// Slots is the job's number of slots (AcquireRequest.Slots of its
+	// last grant); 1 for a job never granted more.
+	Slots int
+	// Holders are the job's live leases, one per slot in use, by slot.
+	Holders []Holder
+	// Queue is the job's waiters, oldest first, lapsed ones left out.
+	Queue       []Waiter
+	Crashed     *Crash // uncounted crash evidence, when State is CRASHED
 	LastToken   int64
 	Attempts    int64
 	Crashes     int // consecutive crashes

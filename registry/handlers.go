@@ -30,6 +30,9 @@ func (s *Server) acquire(x *exchange) (int, any, error) {
 	if err := s.checkTTL(req.TTL); err != nil {
 		return 0, nil, err
 	}
+	if err := s.checkSlots(req.Slots); err != nil {
+		return 0, nil, err
+	}
 	l, err := s.cfg.Store.Acquire(x.ctx, req)
 	if err != nil {
 		return 0, nil, err
@@ -71,6 +74,40 @@ func (s *Server) checkTTL(ttl time.Duration) error {
 		return &api.FieldError{Field: "ttl_ms", Reason: fmt.Sprintf("%s is outside the lease TTLs the store behind the registry honours, %s to %s", ttl, lo, hi)}
 	}
 	return nil
+}
+
+// checkSlots refuses more slots than the store behind the registry grants
+// a job (leasestore.Queuer; one on a store without it), as run refuses them
+// on a store it reaches itself.
+func (s *Server) checkSlots(slots int) error {
+	most := 1
+	if q, ok := s.cfg.Store.(leasestore.Queuer); ok {
+		most = q.MaxSlots()
+	}
+	if slots > most {
+		return &api.FieldError{Field: "slots", Reason: fmt.Sprintf("%d is more than the %d the store behind the registry runs per job", slots, most)}
+	}
+	return nil
+}
+
+// leave takes a waiting worker out of its job's queue; on a store that
+// keeps no queue there is nothing to leave.
+func (s *Server) leave(x *exchange) (int, any, error) {
+	var a api.LeaveRequest
+	if err := x.decode(&a); err != nil {
+		return 0, nil, err
+	}
+	job, worker, err := a.Validate()
+	x.job, x.worker = job, worker
+	if err != nil {
+		return 0, nil, err
+	}
+	if q, ok := s.cfg.Store.(leasestore.Queuer); ok {
+		if err := q.Leave(x.ctx, job, worker); err != nil {
+			return 0, nil, err
+		}
+	}
+	return http.StatusOK, api.Success{Success: true}, nil
 }
 
 func (s *Server) complete(x *exchange) (int, any, error) {

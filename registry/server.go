@@ -185,6 +185,7 @@ func routes() []route {
 		{"complete-job", http.MethodPost, api.PathComplete, RoleWorker, true, (*Server).complete},
 		{"release-job", http.MethodPost, api.PathRelease, RoleWorker, true, (*Server).release},
 		{"record-late", http.MethodPost, api.PathRecordLate, RoleWorker, true, (*Server).recordLate},
+		{"leave-queue", http.MethodPost, api.PathLeave, RoleWorker, false, (*Server).leave},
 		{"job-status", http.MethodGet, api.PathStatus + "{job_id...}", RoleReader, false, (*Server).status},
 		{"subscribe", http.MethodPost, api.PathSubscribe, RoleWorker, false, (*Server).subscribe},
 		{"wait", http.MethodGet, api.PathSubscription + "{subscription_id}", RoleWorker, false, (*Server).wait},

@@ -44,6 +44,15 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		Job: cfg.Job, Holder: cfg.WorkerID, Host: cfg.Host, PID: cfg.PID, Command: cfg.Command,
 		TTL: cfg.TTL, EvidenceTTL: cfg.EvidenceTTL, MaxCrashes: cfg.MaxCrashes, MinInterval: cfg.MinInterval,
 		Region: cfg.Region, Deadline: cfg.Deadline, Expect: cfg.Expect,
+		Slots: cfg.Slots, Wait: cfg.Wait,
+	}
+	// queued: the store put this run in the job's queue of waiters, which
+	// it leaves when it gives up waiting.
+	queued := false
+	giveUp := func() {
+		if queued {
+			s.leave(cfg, log)
+		}
 	}
 	var sub leasestore.Subscription
 	defer func() {
@@ -94,8 +103,20 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			if s.OnWait != nil {
 				s.OnWait(held)
 			}
-			log.Debug().Str("holder", held.Holder).Dur("expires_in", held.ExpiresIn).Msg("lease held; waiting")
-			wake = held.ExpiresIn + waitMargin
+			log.Debug().Str("holder", held.Holder).Dur("expires_in", held.ExpiresIn).Int("position", held.Position).Msg("lease held; waiting")
+			queued = held.Position > 0
+			// In the queue, the run keeps its place by asking again once
+			// per heartbeat; a release wakes it sooner. With a slot free
+			// but promised to earlier waiters, there is no holder's
+			// expiry to wait for.
+			switch {
+			case held.Holder == "":
+				wake = cfg.Heartbeat
+			case queued:
+				wake = min(held.ExpiresIn+waitMargin, cfg.Heartbeat)
+			default:
+				wake = held.ExpiresIn + waitMargin
+			}
 			if s.WatchExit != nil && held.Host == cfg.Host && held.PID > 0 {
 				holderExited, stopWatch = s.WatchExit(held.PID)
 			}
@@ -114,21 +135,39 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		case <-timeout:
 			retry.Stop()
 			stopWatch()
+			giveUp()
 			return nil, time.Time{}, Ending{}, unanswered, &WaitTimeoutError{Waited: s.Clock.Now().Sub(started), Last: err}
 		case sig := <-s.Signals:
 			retry.Stop()
 			stopWatch()
 			if ss, ok := sig.(syscall.Signal); ok && endsWait(ss) {
+				giveUp()
 				log.Info().Str("signal", ss.String()).Msg("signal while waiting for the lease: nothing held, nothing started")
 				return nil, time.Time{}, Ending{Reason: Interrupted, Signal: ss, Detail: "interrupted while waiting"}, unanswered, nil
 			}
 		case <-ctx.Done():
 			retry.Stop()
 			stopWatch()
+			giveUp()
 			return nil, time.Time{}, Ending{}, unanswered, ctx.Err()
 		}
 		retry.Stop()
 		stopWatch()
+	}
+}
+
+// leave takes this run out of the job's queue of waiters when it gives up
+// waiting, bounded by --safety. When the store does not answer, the run's
+// place lapses within --ttl, as a waiter that died would.
+func (s *Supervisor) leave(cfg Config, log zerolog.Logger) {
+	q, ok := s.Store.(leasestore.Queuer)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Safety)
+	defer cancel()
+	if err := q.Leave(ctx, cfg.Job, cfg.WorkerID); err != nil {
+		log.Debug().Err(err).Msg("could not leave the job's queue; this run's place lapses within --ttl")
 	}
 }
 

@@ -70,6 +70,10 @@ type Config struct {
 	// recorded with the grant, last writer wins; nil leaves the job's as
 	// it is.
 	Expect *leasestore.Expectation
+	// Slots is how many runs of the job may run at once across every host
+	// sharing the store (--slots), each in a slot of its own; all runs of a
+	// job must agree on it (*leasestore.SlotsError). Default 1.
+	Slots int
 }
 
 // ConfigError names the timing rule a Config breaks.
@@ -106,6 +110,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.Grace == 0 {
 		c.Grace = min(maxDefaultGrace, c.TTL)
+	}
+	if c.Slots == 0 {
+		c.Slots = 1
 	}
 	if c.WaitTimeout > 0 {
 		c.Wait = true
@@ -166,6 +173,8 @@ func (c *Config) Validate() error {
 		return &ConfigError{Rule: fmt.Sprintf("--evidence-ttl %s must be longer than --ttl + 1m (%s)", c.EvidenceTTL, c.TTL+minEvidenceMargin), Flags: []string{"--evidence-ttl", "--ttl"}}
 	case c.MaxCrashes < 2:
 		return &ConfigError{Rule: fmt.Sprintf("--max-crashes %d must be at least 2", c.MaxCrashes)}
+	case c.Slots < 1 || c.Slots > leasestore.MaxSlots:
+		return &ConfigError{Rule: fmt.Sprintf("--slots %d must be between 1 and %d", c.Slots, leasestore.MaxSlots)}
 	}
 	if c.Expect != nil {
 		if err := c.Expect.Validate(); err != nil {
@@ -175,10 +184,21 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// CheckStore checks the TTL against the range store honours, when it
-// declares one (leasestore.TTLLimiter), returning a *ConfigError that names
-// the store's limit. It does no I/O.
+// CheckStore checks --slots against the slots store grants a job
+// (leasestore.Queuer; one on a store without it) and the TTL against the
+// range store honours, when it declares one (leasestore.TTLLimiter),
+// returning a *ConfigError that names the store's limit. It does no I/O.
 func (c *Config) CheckStore(store any) error {
+	if c.Slots > 1 {
+		q, ok := store.(leasestore.Queuer)
+		if !ok || q.MaxSlots() < c.Slots {
+			most := 1
+			if ok {
+				most = q.MaxSlots()
+			}
+			return &ConfigError{Rule: fmt.Sprintf("--slots %d: this store runs at most %d per job (the embedded store runs up to %d)", c.Slots, most, leasestore.MaxSlots)}
+		}
+	}
 	tl, ok := store.(leasestore.TTLLimiter)
 	if !ok {
 		return nil

@@ -352,6 +352,7 @@ func (r *run) env() []string {
 	return []string{
 		"LEASECTL_JOB_ID=" + r.cfg.Job,
 		"LEASECTL_FENCING_TOKEN=" + strconv.FormatInt(r.lease.Token, 10),
+		"LEASECTL_SLOT=" + strconv.Itoa(r.lease.Slot),
 		"LEASECTL_WORKER_ID=" + r.cfg.WorkerID,
 		"LEASECTL_ATTEMPT=" + strconv.FormatInt(r.lease.Attempt, 10),
 		"LEASECTL_LEASE_TTL_MS=" + strconv.FormatInt(r.cfg.TTL.Milliseconds(), 10),

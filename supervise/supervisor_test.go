@@ -25,7 +25,7 @@ func TestRenewOKMovesTheDeadline(t *testing.T) {
 	h.start()
 	t0 := h.clock.Now()
 	c := h.waitStarted()
-	for _, want := range []string{"LEASECTL_JOB_ID=nightly", "LEASECTL_FENCING_TOKEN=10", "LEASECTL_WORKER_ID=w1", "LEASECTL_ATTEMPT=1", "LEASECTL_LEASE_TTL_MS=3000"} {
+	for _, want := range []string{"LEASECTL_JOB_ID=nightly", "LEASECTL_FENCING_TOKEN=10", "LEASECTL_SLOT=0", "LEASECTL_WORKER_ID=w1", "LEASECTL_ATTEMPT=1", "LEASECTL_LEASE_TTL_MS=3000"} {
 		if !slices.Contains(c.env, want) {
 			t.Errorf("child environment lacks %s: %v", want, c.env)
 		}

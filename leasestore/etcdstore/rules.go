@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -25,7 +26,7 @@ import (
 func (st *jobState) asRecord(at time.Time) *rules.Record {
 	rec := new(rules.Record)
 	*rec = st.rec.Record
-	rec.Job, rec.Run = st.job, nil
+	rec.Job, rec.Runs = st.job, nil
 	if ev := st.evd; ev != nil {
 		liveUntil := at
 		if st.live != nil && st.liveToken == ev.Token {
@@ -33,15 +34,31 @@ func (st *jobState) asRecord(at time.Time) *rules.Record {
 		}
 		run := *ev
 		run.LiveUntil, run.EvidenceUntil = liveUntil, lasts(at, ev.EvidenceTTL)
-		rec.Run = &run
+		rec.Runs = []*rules.Run{&run}
 	}
-	if st.live != nil && (rec.Run == nil || rec.Run.Token != st.liveToken) {
+	if st.live != nil && (rec.Runs == nil || rec.Runs[0].Token != st.liveToken) {
 		// A liveness key without its run's evidence (written by hand, or
 		// left by a run whose evidence another wrote over): the job is held,
 		// by a run known only by its token, until etcd expires the key.
-		rec.Run = &rules.Run{Token: st.liveToken, LiveUntil: lasts(at, 0), EvidenceUntil: lasts(at, 0)}
+		rec.Runs = []*rules.Run{{Token: st.liveToken, LiveUntil: lasts(at, 0), EvidenceUntil: lasts(at, 0)}}
 	}
 	return rec
+}
+
+// oneRun is the one run of rec, which keeps one slot per job, as asRecord made
+// it; nil when the job has none.
+func oneRun(rec *rules.Record) *rules.Run {
+	if len(rec.Runs) == 0 {
+		return nil
+	}
+	return rec.Runs[0]
+}
+
+// unchanged reports whether the rules left record b as they found it, a,
+// the runs aside (they are the liveness and evidence keys).
+func unchanged(a, b rules.Record) bool {
+	a.Runs, b.Runs = nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 // lasts is the expiry the rules see for a key that is there at at, of a
@@ -65,12 +82,12 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 	before := r.Record // the rules replace what they change, never write through a pointer
 	hadQuarantine := r.Quarantine
 	r.Record = *rec
-	r.Job, r.Run = "", nil // the job is the key's; the run is the liveness and evidence keys
+	r.Job, r.Runs = "", nil // the job is the key's; the run is the liveness and evidence keys
 	for _, e := range step.Events {
 		r.event(e.At, e)
 	}
 	var ops []requestOp
-	if ev, u := st.evd, rec.Run; ev != nil && u != nil && u.Token == ev.Token && u.Stop != ev.Stop {
+	if ev, u := st.evd, oneRun(rec); ev != nil && u != nil && u.Token == ev.Token && u.Stop != ev.Stop {
 		stopping := *ev
 		stopping.Stop = u.Stop
 		put, err := putJSON(s.key(kindEvidence, st.job), &stopping, st.ev.Lease)
@@ -79,7 +96,7 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 		}
 		ops = append(ops, put)
 	}
-	if st.evd != nil && rec.Run == nil {
+	if st.evd != nil && oneRun(rec) == nil {
 		ops = append(ops, del(s.key(kindEvidence, st.job)))
 		if st.live != nil {
 			ops = append(ops, del(s.key(kindLive, st.job)))
@@ -100,7 +117,7 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 		return nil, nil, err
 	}
 	ops = append(ops, due...)
-	if r.Record == before && len(step.Events) == 0 {
+	if unchanged(r.Record, before) && len(step.Events) == 0 {
 		return ops, nil, nil
 	}
 	after, err := json.Marshal(r)

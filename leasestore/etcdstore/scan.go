@@ -216,7 +216,7 @@ func (s *Store) countCrashes(ctx context.Context, jobs []string) ([]leasestore.C
 			}
 			ops = append(ops, writes...)
 			crashed = append(crashed, st)
-			crashes = append(crashes, *c)
+			crashes = append(crashes, c...)
 		}
 		if len(crashed) == 0 {
 			return nil, nil
@@ -261,9 +261,10 @@ func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	for _, kv := range resp.Responses[0].Range.KVs {
 		job := s.jobOf(kindLive, kv.Key)
 		if ev := evidences[job]; ev != nil {
-			h := (&jobState{job: job, evd: ev, rec: &record{}}).asRecord(at).Holder()
+			rec := (&jobState{job: job, evd: ev, rec: &record{}}).asRecord(at)
+			h := rec.Holder(oneRun(rec))
 			h.ReadAt = at
-			list = append(list, *h)
+			list = append(list, h)
 			ids = append(ids, kv.Lease)
 		}
 	}

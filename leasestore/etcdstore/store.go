@@ -88,8 +88,12 @@ func seconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.
 // Acquire grants the lease on req.Job; see leasestore.Leaser. It reads the
 // job's keys, grants the run's two etcd leases (liveness and evidence) when
 // the job is free, and writes liveness, evidence and record in one
-// transaction guarded by the revisions it read.
+// transaction guarded by the revisions it read. The store is no
+// leasestore.Queuer: it grants one run per job and keeps no queue of
+// waiters, so it asks the rules for one slot and no place in a queue,
+// whatever req says.
 func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+	req.Slots, req.Wait = 1, false
 	states, err := s.read(ctx, "acquire", req.Job)
 	if err != nil {
 		return nil, err
@@ -112,7 +116,7 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	for range maxConflicts {
 		at := now()
 		rec := st.asRecord(at)
-		before := rec.Run
+		before := oneRun(rec)
 		step, lease, refusal := rules.Acquire(rec, req, at)
 		if refusal != nil {
 			ops, _, err := s.writes(st, rec, step)
@@ -166,7 +170,7 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		if err != nil {
 			return nil, s.unavailable("acquire", err)
 		}
-		u := rec.Run
+		u := oneRun(rec)
 		ev := *u
 		ev.LiveUntil, ev.EvidenceUntil = time.Time{}, time.Time{} // the keys' etcd leases keep them
 		evOp, err := putJSON(s.key(kindEvidence, req.Job), &ev, evid)
@@ -324,13 +328,13 @@ func (s *Store) leaseLost(ctx context.Context, l *leasestore.Lease) error {
 	s.forget(l.Job)
 	_, err := s.transact(ctx, "renew", l.Job, nil, func(st *jobState) ([]requestOp, error) {
 		return s.apply(st, func(r *rules.Record, at time.Time) (rules.Step, error) {
-			if r.Run != nil {
+			if u := oneRun(r); u != nil {
 				// The keys may still show the run live, but the keep-alive
 				// found its etcd lease gone (or another run holds the job):
 				// it expired, and etcd deletes the keys presently.
-				expired := *r.Run
+				expired := *u
 				expired.LiveUntil = at
-				r.Run = &expired
+				r.Runs = []*rules.Run{&expired}
 			}
 			return rules.Renew(r, l, at)
 		})

@@ -204,14 +204,18 @@ func (e *Store) change(lock *os.File, key, job string, t *txn, fn func(t *txn, d
 		return result, removeStray(t.stray)
 	}
 	target := lock.Name()
-	switch {
-	case after.live && !before.live:
-		err = e.link(target, e.inFlightPath(key, after.liveUntil))
-	case after.live && !after.liveUntil.Equal(before.liveUntil):
-		err = e.moveEntry(target, e.inFlightPath(key, before.liveUntil), e.inFlightPath(key, after.liveUntil))
+	added, removed := missing(after.liveUntil, before.liveUntil), missing(before.liveUntil, after.liveUntil)
+	if len(added) == 1 && len(removed) == 1 {
+		// A run renewed: its entry moves.
+		if err := e.moveEntry(target, e.inFlightPath(key, removed[0]), e.inFlightPath(key, added[0])); err != nil {
+			return nil, err
+		}
+		added, removed = nil, nil
 	}
-	if err != nil {
-		return nil, err
+	for _, at := range added {
+		if err := e.link(target, e.inFlightPath(key, at)); err != nil {
+			return nil, err
+		}
 	}
 	if after.quarantined && !before.quarantined {
 		if err := e.link(target, e.quarantinePath(key)); err != nil {
@@ -224,8 +228,8 @@ func (e *Store) change(lock *os.File, key, job string, t *txn, fn func(t *txn, d
 	if err := rec.write(lock, v); err != nil {
 		return nil, err
 	}
-	if before.live && !after.live {
-		if err := removeEntry(e.inFlightPath(key, before.liveUntil)); err != nil {
+	for _, at := range removed {
+		if err := removeEntry(e.inFlightPath(key, at)); err != nil {
 			return nil, err
 		}
 	}
@@ -254,18 +258,28 @@ func removeStray(stray []string) error {
 
 // indexed is what the indexes hold of a record.
 type indexed struct {
-	live        bool // the record has a run, indexed by its liveness expiry
-	liveUntil   time.Time
+	liveUntil   []time.Time // the record's runs, each indexed by its liveness expiry
 	quarantined bool
 	due         time.Time // the expectation's due time; zero: none
 }
 
 func (d *jobDoc) index() indexed {
 	x := indexed{quarantined: d.Quarantine != nil, due: rules.Due(&d.Record)}
-	if d.Run != nil {
-		x.live, x.liveUntil = true, d.Run.LiveUntil
+	for _, u := range d.Runs {
+		x.liveUntil = append(x.liveUntil, u.LiveUntil)
 	}
 	return x
+}
+
+// missing is the times of a that b does not hold.
+func missing(a, b []time.Time) []time.Time {
+	var m []time.Time
+	for _, at := range a {
+		if !slices.ContainsFunc(b, at.Equal) {
+			m = append(m, at)
+		}
+	}
+	return m
 }
 
 // view runs fn with the store's clock, for operations that only read:

@@ -13,8 +13,9 @@ import (
 	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
-// groupsDir holds, per job, the note of its last run's processes on this
-// host (NoteGroup): a file named after the job's key.
+// groupsDir holds, per job and slot, the note of its last run's processes on
+// this host (NoteGroup): a file named after the job's key, and after the
+// slot too for a slot other than the first.
 const groupsDir = "groups"
 
 var _ leasestore.GroupNoter = (*Store)(nil)
@@ -61,8 +62,13 @@ func parseGroupNote(s string) (groupNote, bool) {
 	return n, errors.Join(errs[:]...) == nil && n.pid > 0 && n.pgid > 0
 }
 
-// groupPath is the path of key's group note.
-func (e *Store) groupPath(key string) string { return filepath.Join(e.dataDir, groupsDir, key) }
+// groupPath is the path of the group note of key's slot.
+func (e *Store) groupPath(key string, slot int) string {
+	if slot > 0 {
+		key += "." + strconv.Itoa(slot)
+	}
+	return filepath.Join(e.dataDir, groupsDir, key)
+}
 
 // NoteGroup records, for l's run, this process as its supervisor and pgid
 // as its child's process group; see leasestore.GroupNoter. It takes no
@@ -74,7 +80,7 @@ func (e *Store) NoteGroup(l *leasestore.Lease, pgid int) error {
 		return e.unavailable("note the process group", err)
 	}
 	note := groupNote{token: l.Token, host: self.host, pid: os.Getpid(), start: self.start, pgid: pgid}
-	path := e.groupPath(jobKey(l.Job))
+	path := e.groupPath(jobKey(l.Job), l.Slot)
 	f, err := e.openCreate(path, os.O_WRONLY|os.O_TRUNC)
 	if errors.Is(err, os.ErrNotExist) {
 		if err := e.mkdirAll(filepath.Dir(path)); err != nil {
@@ -95,21 +101,23 @@ func (e *Store) NoteGroup(l *leasestore.Lease, pgid int) error {
 	return nil
 }
 
-// endGone ends, at now, the liveness of r's run when it is another
-// holder's than holder and its processes are provably gone from this host
+// endGone ends, at now, the liveness of each of r's runs that is another
+// holder's than holder and whose processes are provably gone from this host
 // (see gone, which waits up to wait for a dying group): the run is then a
 // crash to count, as if its liveness had expired. A run it cannot prove
 // gone is left alone.
 func (e *Store) endGone(r *rules.Record, holder string, now time.Time, wait time.Duration) {
-	if !r.Live(now) || r.Run.Holder == holder {
-		return
-	}
-	b, err := os.ReadFile(e.groupPath(jobKey(r.Job)))
-	if err != nil {
-		return
-	}
-	n, ok := parseGroupNote(string(b))
-	if ok && n.token == r.Run.Token && n.pid == r.Run.PID && gone(n, wait) {
-		r.Run.LiveUntil = now
+	for _, u := range r.LiveRuns(now) {
+		if u.Holder == holder {
+			continue
+		}
+		b, err := os.ReadFile(e.groupPath(jobKey(r.Job), u.Slot))
+		if err != nil {
+			continue
+		}
+		n, ok := parseGroupNote(string(b))
+		if ok && n.token == u.Token && n.pid == u.PID && gone(n, wait) {
+			u.LiveUntil = now
+		}
 	}
 }

@@ -141,7 +141,7 @@ func TestEmbeddedTakesOverARunWhoseProcessesAreGone(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&n)
 			}
-			path := e.groupPath(jobKey("job"))
+			path := e.groupPath(jobKey("job"), 0)
 			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +177,7 @@ func TestEmbeddedNoteGroupIsReadBack(t *testing.T) {
 	if err := e.NoteGroup(l, 4242); err != nil {
 		t.Fatalf("NoteGroup: %v", err)
 	}
-	b, err := os.ReadFile(e.groupPath(jobKey("job")))
+	b, err := os.ReadFile(e.groupPath(jobKey("job"), 0))
 	if err != nil {
 		t.Fatal(err)
 	}

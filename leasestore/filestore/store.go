@@ -2,8 +2,10 @@ package filestore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,6 +93,11 @@ func (e *Store) Close() error {
 // history.
 type jobDoc struct {
 	rules.Record
+	// Run is the job's one run as a leasectl older than slots keeps it:
+	// read into Record.Runs, and written in place of Runs while the job
+	// has one run, in its first slot, so that an older leasectl sharing
+	// the store during an upgrade still sees it held.
+	Run *rules.Run `json:"run,omitempty"`
 	// events are the newest HistoryLimit history events, oldest first, each
 	// as its JSON: they are stored as lines after the record's own JSON, and
 	// decoded only when read (Status, RecordLate), since every write of the
@@ -131,7 +138,11 @@ func (d *jobDoc) history() ([]leasestore.Event, error) {
 // encode is the record as a slot holds it: its JSON on the first line and
 // an event's on each of the others.
 func (d *jobDoc) encode() ([]byte, error) {
-	v, err := json.Marshal(d)
+	w := *d
+	if len(w.Runs) == 1 && w.Runs[0].Slot == 0 {
+		w.Run, w.Runs = w.Runs[0], nil
+	}
+	v, err := json.Marshal(&w)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +159,9 @@ func (d *jobDoc) decode(body []byte) error {
 	if err := json.Unmarshal(line, d); err != nil {
 		return err
 	}
+	if d.Run != nil {
+		d.Runs, d.Run = append(d.Runs, d.Run), nil
+	}
 	for len(rest) > 0 {
 		line, rest, _ = bytes.Cut(rest, []byte{'\n'})
 		d.events = append(d.events, line)
@@ -157,6 +171,11 @@ func (d *jobDoc) decode(body []byte) error {
 
 // Acquire grants the lease on req.Job; see Store.
 func (e *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
+	if req.Wait {
+		if refusal := e.waitingRefusal(req); refusal != nil {
+			return nil, refusal
+		}
+	}
 	var lease *leasestore.Lease
 	err := e.update(ctx, "acquire", req.Job, func(t *txn, doc *jobDoc) (err error) {
 		var step rules.Step
@@ -169,6 +188,35 @@ func (e *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		return nil, err
 	}
 	return lease, nil
+}
+
+// waitingRefusal is the answer to req, a waiter asking again, when the rules
+// refuse it as held on a lock-free read of the job's record and change
+// nothing; nil when the job's lock must decide. A release wakes every
+// waiter, and the one whose turn it is would otherwise wait in the lock's
+// queue behind all the others, each refused anyway. A refusal that changes
+// nothing is as true at the read as under the lock, and a release after
+// the read wakes the waiter again (it subscribed before it first asked).
+func (e *Store) waitingRefusal(req leasestore.AcquireRequest) error {
+	var refusal error
+	_ = e.view("acquire", func(t *txn) error {
+		doc, err := t.job(req.Job)
+		if err != nil {
+			return err
+		}
+		before, err := doc.encode()
+		if err != nil {
+			return err
+		}
+		e.endGone(&doc.Record, req.Holder, t.now, 0)
+		_, _, err = rules.Acquire(&doc.Record, req, t.now)
+		after, aerr := doc.encode()
+		if errors.As(err, new(*leasestore.HeldError)) && aerr == nil && bytes.Equal(before, after) {
+			refusal = err
+		}
+		return nil
+	})
+	return refusal
 }
 
 // Renew extends l's liveness and its run's evidence; see Store.
@@ -238,9 +286,7 @@ func (e *Store) Scan(ctx context.Context) ([]leasestore.Crash, error) {
 			for key := range todo {
 				c, err := e.scanJob(ctx, key, byKey[key])
 				mu.Lock()
-				if c != nil {
-					crashes = append(crashes, *c)
-				}
+				crashes = append(crashes, c...)
 				if err != nil && failed == nil {
 					failed = err
 				}
@@ -273,24 +319,24 @@ func (e *Store) Scan(ctx context.Context) ([]leasestore.Crash, error) {
 }
 
 // scanJob is Scan's step for the job whose files are named key and whose
-// expired in-flight entries are at paths: it counts the job's crash, if its
-// run has evidence without liveness, and removes the entries its record
-// does not need.
-func (e *Store) scanJob(ctx context.Context, key string, paths []string) (*leasestore.Crash, error) {
-	var crash *leasestore.Crash
+// expired in-flight entries are at paths: it counts the crash of each of
+// its runs that has evidence without liveness, and removes the entries its
+// record does not need.
+func (e *Store) scanJob(ctx context.Context, key string, paths []string) ([]leasestore.Crash, error) {
+	var crashes []leasestore.Crash
 	err := e.updateKey(ctx, "scan", key, "", false, func(t *txn, doc *jobDoc) error {
 		// Entries a killed process left that the record does not need.
 		for _, path := range paths {
-			if doc.Run == nil || path != e.inFlightPath(key, doc.Run.LiveUntil) {
+			if !slices.ContainsFunc(doc.Runs, func(u *rules.Run) bool { return path == e.inFlightPath(key, u.LiveUntil) }) {
 				t.stray = append(t.stray, path)
 			}
 		}
 		var step rules.Step
-		step, crash = rules.Reap(&doc.Record, t.now)
+		step, crashes = rules.Reap(&doc.Record, t.now)
 		t.apply(doc, step)
 		return nil
 	})
-	return crash, err
+	return crashes, err
 }
 
 // Quarantine puts job in quarantine by an operator's decision; see Store.
@@ -406,7 +452,7 @@ func (e *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, e
 	return leasestore.SelectJobs(jobs, prefix, limit), nil
 }
 
-// Leases lists the live leases, ordered by job. It reads the in-flight
+// Leases lists the live leases, ordered by job and slot. It reads the in-flight
 // index entries that are live, then each one's record; each lease is read
 // at the store's clock just after its record.
 func (e *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
@@ -421,10 +467,10 @@ func (e *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 			if err != nil {
 				return err
 			}
-			if doc.Live(t.now) {
-				h := doc.Holder()
+			for _, u := range doc.LiveRuns(t.now) {
+				h := doc.Holder(u)
 				h.ReadAt = t.now
-				leases = append(leases, *h)
+				leases = append(leases, h)
 			}
 		}
 		return nil
@@ -432,7 +478,9 @@ func (e *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(leases, func(a, b leasestore.Holder) int { return strings.Compare(a.Job, b.Job) })
+	slices.SortFunc(leases, func(a, b leasestore.Holder) int {
+		return cmp.Or(strings.Compare(a.Job, b.Job), a.Slot-b.Slot)
+	})
 	return leases, nil
 }
 
@@ -464,5 +512,19 @@ func (e *Store) CheckToken(ctx context.Context, job string, token int64) error {
 			return err
 		}
 		return rules.CheckToken(&doc.Record, token, t.now)
+	})
+}
+
+var _ leasestore.Queuer = (*Store)(nil)
+
+// MaxSlots is leasestore.MaxSlots: the store keeps every run of a job in
+// its one record; see leasestore.Queuer.
+func (e *Store) MaxSlots() int { return leasestore.MaxSlots }
+
+// Leave takes holder out of job's queue of waiters; see leasestore.Queuer.
+func (e *Store) Leave(ctx context.Context, job, holder string) error {
+	return e.update(ctx, "leave the queue", job, func(t *txn, doc *jobDoc) error {
+		t.apply(doc, rules.Leave(&doc.Record, holder, t.now))
+		return nil
 	})
 }

@@ -50,7 +50,7 @@ func (harness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true}
+	return storetest.Abilities{CommonHistoryWords: true, Slots: leasestore.MaxSlots}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{}) }

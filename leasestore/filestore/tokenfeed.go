@@ -141,7 +141,7 @@ func (f *tokenSource) Read(_ context.Context, job string) (leasestore.TokenState
 		if err != nil {
 			return err
 		}
-		live := doc.Live(t.now) && doc.Run.Token == doc.LastToken
+		live := doc.LastLive(t.now)
 		st = leasestore.TokenState{Job: job, Token: doc.LastToken, Live: live, Read: true}
 		return nil
 	})

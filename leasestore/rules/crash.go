@@ -14,18 +14,18 @@ func staleDetail(op string) string {
 	return "supervisor vanished: liveness expired, found by " + op
 }
 
-// countCrash counts the job's current run as a crash at now, exactly once:
-// it drops the run's evidence in the same step, quarantines the job at the
-// run's own threshold, and wakes waiters. reported is the run's own
-// outcome when it released itself as crashed, which its crashed event
-// carries; empty when its supervisor vanished.
-func (r *Record) countCrash(s *Step, now time.Time, reported leasestore.Result, detail string) *leasestore.Crash {
-	c := r.crash(now)
-	u := r.Run
+// countCrash counts the job's run u as a crash at now, exactly once: it
+// drops the run's evidence in the same step, quarantines the job (as a
+// whole, whatever its other slots run) at the run's own threshold, and
+// wakes waiters. reported is the run's own outcome when it released itself
+// as crashed, which its crashed event carries; empty when its supervisor
+// vanished.
+func (r *Record) countCrash(s *Step, now time.Time, u *Run, reported leasestore.Result, detail string) *leasestore.Crash {
+	c := r.crash(u, now)
 	r.Crashes = c.Crashes
 	s.record(now, leasestore.Event{Kind: leasestore.EventCrashed, Worker: u.Holder, Token: u.Token,
 		Result: reported, Detail: detail})
-	r.Run = nil
+	r.drop(u)
 	if r.Crashes >= u.MaxCrashes && r.Quarantine == nil {
 		reason := fmt.Sprintf("%d consecutive crashes", r.Crashes)
 		r.Quarantine = &leasestore.Quarantine{
@@ -40,21 +40,23 @@ func (r *Record) countCrash(s *Step, now time.Time, reported leasestore.Result, 
 	return c
 }
 
-// Reap is the reaper's step on one job at now: a run whose evidence is
-// there without liveness is counted as a crash (returned); a run whose
-// evidence expired unseen is dropped without being counted, as an expired
-// Redis key would be.
-func Reap(r *Record, now time.Time) (Step, *leasestore.Crash) {
+// Reap is the reaper's step on one job at now: each run whose evidence is
+// there without liveness is counted as a crash (returned, by slot); a run
+// whose evidence expired unseen is dropped without being counted, as an
+// expired Redis key would be.
+func Reap(r *Record, now time.Time) (Step, []leasestore.Crash) {
 	var s Step
-	switch {
-	case r.Run == nil || r.Live(now):
-		return s, nil
-	case r.Crashed(now):
-		return s, r.countCrash(&s, now, "", staleDetail("scan"))
-	default:
-		r.Run = nil
-		return s, nil
+	var crashes []leasestore.Crash
+	for _, u := range r.Runs {
+		switch {
+		case u.Live(now):
+		case u.Crashed(now):
+			crashes = append(crashes, *r.countCrash(&s, now, u, "", staleDetail("scan")))
+		default:
+			r.drop(u)
+		}
 	}
+	return s, crashes
 }
 
 // Quarantine puts the job in quarantine at now by an operator's decision,
@@ -96,10 +98,13 @@ func Status(r *Record, history []leasestore.Event, now time.Time) *leasestore.Jo
 		Job: r.Job, State: leasestore.StateIdle, Now: now, Region: r.Region, LastToken: r.LastToken, Attempts: r.Attempts,
 		Crashes: r.Crashes, MaxCrashes: r.MaxCrashes, Quarantine: r.Quarantine,
 		LastOutcome: r.LastOutcome, LastSuccess: r.LastSuccess, History: history,
-		Expect: r.Expect,
+		Expect: r.Expect, Slots: r.slots(), Queue: r.waiting(now),
 	}
-	if r.Live(now) {
-		st.Holder = r.Holder()
+	for _, u := range r.LiveRuns(now) {
+		st.Holders = append(st.Holders, r.Holder(u))
+	}
+	if len(st.Holders) > 0 {
+		st.Holder = &st.Holders[0]
 	}
 	switch {
 	case r.Quarantine != nil:
@@ -108,7 +113,7 @@ func Status(r *Record, history []leasestore.Event, now time.Time) *leasestore.Jo
 		st.State = leasestore.StateRunning
 	case r.Crashed(now):
 		st.State = leasestore.StateCrashed
-		st.Crashed = r.crash(now)
+		st.Crashed = r.crash(r.crashedRun(now), now)
 	}
 	return st
 }

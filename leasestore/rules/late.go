@@ -19,9 +19,10 @@ func RecordLate(r *Record, history []leasestore.Event, late leasestore.LateOutco
 	var s Step
 	if late.Token == 0 {
 		r.Abandoned = late.Holder
+		r.unqueue(late.Holder)
 	}
-	if u := r.Run; r.Evidence(now) && u.Holder == late.Holder && (late.Token == 0 || u.Token == late.Token) {
-		r.end(&s, now, late.Outcome)
+	if u := r.lateRun(late, now); u != nil {
+		r.end(&s, now, u, late.Outcome)
 		return s, leasestore.Correction{Released: true, Crashes: r.Crashes}
 	}
 	fix := correctLate(history, late.Holder, late.Token, late.Outcome, r.Crashes)
@@ -53,6 +54,18 @@ func RecordLate(r *Record, history []leasestore.Event, late leasestore.LateOutco
 	s.record(now, leasestore.Event{Kind: leasestore.EventLateOutcome, Worker: late.Holder, Token: fix.token,
 		Result: late.Result, Detail: detail})
 	return s, c
+}
+
+// lateRun is the run late is the outcome of, while its evidence is there:
+// the holder's run with late's token, or, with Token 0, the holder's run;
+// nil when there is none.
+func (r *Record) lateRun(late leasestore.LateOutcome, now time.Time) *Run {
+	for _, u := range r.Runs {
+		if u.Evidence(now) && u.Holder == late.Holder && (late.Token == 0 || u.Token == late.Token) {
+			return u
+		}
+	}
+	return nil
 }
 
 // lateFix is what a late outcome corrects in a job's record, worked out

@@ -63,8 +63,8 @@ func TestRecordLate(t *testing.T) {
 		s := newStory(t)
 		step, l, _ := Acquire(s.r, request("w1"), s.now)
 		s.keep(step)
-		if c := s.late("w1", l.Token, leasestore.ResultFailed); !c.Released || s.r.Run != nil {
-			t.Errorf("correction %+v, run %v", c, s.r.Run)
+		if c := s.late("w1", l.Token, leasestore.ResultFailed); !c.Released || only(s.r) != nil {
+			t.Errorf("correction %+v, run %v", c, only(s.r))
 		}
 	})
 	t.Run("a counted crash is withdrawn", func(t *testing.T) {

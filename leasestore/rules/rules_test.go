@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ func running(holder string, token int64) *Record {
 	if _, _, err := Acquire(r, request(holder), t0); err != nil {
 		panic(err)
 	}
-	r.LastToken, r.Run.Token = token, token
+	r.LastToken, r.Runs[0].Token = token, token
 	return r
 }
 
@@ -42,8 +43,19 @@ func crashed(holder string, token int64, crashes int) *Record {
 	return r
 }
 
+// only is the record's one run, nil when it has none.
+func only(r *Record) *Run {
+	switch len(r.Runs) {
+	case 0:
+		return nil
+	case 1:
+		return r.Runs[0]
+	}
+	panic(fmt.Sprintf("%d runs where one was expected", len(r.Runs)))
+}
+
 func lease(r *Record) *leasestore.Lease {
-	return &leasestore.Lease{Job: "job", Holder: r.Run.Holder, Token: r.Run.Token, TTL: ttl}
+	return &leasestore.Lease{Job: "job", Holder: only(r).Holder, Token: only(r).Token, TTL: ttl}
 }
 
 func kinds(s Step) []leasestore.EventKind {
@@ -128,7 +140,7 @@ func TestAcquire(t *testing.T) {
 				if l.Token != tc.want.token || l.Attempt != tc.want.attempt {
 					t.Errorf("granted token %d attempt %d, want %d and %d", l.Token, l.Attempt, tc.want.token, tc.want.attempt)
 				}
-				if !r.Live(tc.now) || r.Run.Holder != tc.req.Holder || r.LastToken != l.Token {
+				if !r.Live(tc.now) || only(r).Holder != tc.req.Holder || r.LastToken != l.Token {
 					t.Errorf("the record does not hold the grant: %+v", r)
 				}
 			case error:
@@ -158,8 +170,8 @@ func TestRenew(t *testing.T) {
 		if _, err := Renew(r, l, at(20*time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if !r.Run.LiveUntil.Equal(at(20*time.Second+ttl)) || !r.Run.EvidenceUntil.Equal(at(20*time.Second+3*ttl)) || r.Run.RTT != l.RTT {
-			t.Errorf("run after renewal: %+v", r.Run)
+		if !only(r).LiveUntil.Equal(at(20*time.Second+ttl)) || !only(r).EvidenceUntil.Equal(at(20*time.Second+3*ttl)) || only(r).RTT != l.RTT {
+			t.Errorf("run after renewal: %+v", only(r))
 		}
 	})
 	t.Run("after expiry it is lost, and the late renewal recorded while the evidence is there", func(t *testing.T) {
@@ -209,8 +221,8 @@ func TestRelease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Run != nil || r.Crashes != tc.want || r.LastSuccess.Equal(tc.now) != tc.success || !step.Wake || !step.Tokens {
-				t.Errorf("after release: run %v, crashes %d, last success %v, step %+v", r.Run, r.Crashes, r.LastSuccess, step)
+			if only(r) != nil || r.Crashes != tc.want || r.LastSuccess.Equal(tc.now) != tc.success || !step.Wake || !step.Tokens {
+				t.Errorf("after release: run %v, crashes %d, last success %v, step %+v", only(r), r.Crashes, r.LastSuccess, step)
 			}
 			if r.LastOutcome == nil || r.LastOutcome.Result != tc.result || r.LastOutcome.Token != 10 {
 				t.Errorf("last outcome %+v", r.LastOutcome)
@@ -224,8 +236,8 @@ func TestRelease(t *testing.T) {
 		r := running("w1", 10)
 		l := lease(r)
 		l.Token = 9
-		if _, err := Release(r, l, leasestore.Outcome{Result: leasestore.ResultCompleted}, at(time.Second)); !errors.Is(err, leasestore.ErrLeaseLost) || r.Run == nil {
-			t.Errorf("answered %v, run %v", err, r.Run)
+		if _, err := Release(r, l, leasestore.Outcome{Result: leasestore.ResultCompleted}, at(time.Second)); !errors.Is(err, leasestore.ErrLeaseLost) || only(r) == nil {
+			t.Errorf("answered %v, run %v", err, only(r))
 		}
 	})
 }
@@ -233,14 +245,18 @@ func TestRelease(t *testing.T) {
 func TestReap(t *testing.T) {
 	t.Run("a live run is left alone", func(t *testing.T) {
 		r := running("w1", 10)
-		if _, c := Reap(r, at(time.Second)); c != nil || r.Run == nil {
+		if _, c := Reap(r, at(time.Second)); c != nil || only(r) == nil {
 			t.Errorf("reaped %+v", c)
 		}
 	})
 	t.Run("evidence without liveness is counted once, at the run's own threshold", func(t *testing.T) {
 		r := crashed("w1", 10, 2)
-		_, c := Reap(r, at(ttl+time.Second))
-		if c == nil || c.Crashes != 3 || !c.Quarantined || r.Quarantine == nil || r.Quarantine.By != leasestore.ByLeasectl {
+		_, crashes := Reap(r, at(ttl+time.Second))
+		if len(crashes) != 1 {
+			t.Fatalf("reaped %+v, want one crash", crashes)
+		}
+		c := crashes[0]
+		if c.Crashes != 3 || !c.Quarantined || r.Quarantine == nil || r.Quarantine.By != leasestore.ByLeasectl {
 			t.Fatalf("crash %+v, quarantine %+v", c, r.Quarantine)
 		}
 		if _, again := Reap(r, at(ttl+2*time.Second)); again != nil {
@@ -249,8 +265,8 @@ func TestReap(t *testing.T) {
 	})
 	t.Run("expired evidence is dropped without a count", func(t *testing.T) {
 		r := crashed("w1", 10, 0)
-		if _, c := Reap(r, at(3*ttl+time.Second)); c != nil || r.Run != nil || r.Crashes != 0 {
-			t.Errorf("crash %+v, run %v", c, r.Run)
+		if _, c := Reap(r, at(3*ttl+time.Second)); c != nil || only(r) != nil || r.Crashes != 0 {
+			t.Errorf("crash %+v, run %v", c, only(r))
 		}
 	})
 }
@@ -335,7 +351,7 @@ func TestStop(t *testing.T) {
 		r := running("w1", 10)
 		r.Crashes = 1
 		Stop(r, note, at(time.Second))
-		out := leasestore.Outcome{Result: leasestore.ResultFailed, Signal: 15, Reason: r.Run.Stop.Detail()}
+		out := leasestore.Outcome{Result: leasestore.ResultFailed, Signal: 15, Reason: only(r).Stop.Detail()}
 		if _, err := Release(r, lease(r), out, at(2*time.Second)); err != nil || r.Crashes != 1 || r.LastOutcome.Reason != "stopped by oncall: bad deploy" {
 			t.Errorf("answered %v, crashes %d, outcome %+v", err, r.Crashes, r.LastOutcome)
 		}

@@ -61,12 +61,17 @@ func answerKind(err error, label func(int64) string) (kind, detail string) {
 		deadline    *leasestore.DeadlineError
 		tooSoon     *leasestore.TooSoonError
 		stale       *leasestore.StaleTokenError
+		slots       *leasestore.SlotsError
 	)
 	switch {
 	case err == nil:
 		return "ok", ""
+	case errors.As(err, &held) && held.Position > 0:
+		return "held, waiting in the queue", fmt.Sprintf("by %s (%s) of %d slots, waiting %d of %d", held.Holder, label(held.Token), max(held.Slots, 1), held.Position, held.Waiting)
 	case errors.As(err, &held):
-		return "held", fmt.Sprintf("by %s (%s)", held.Holder, label(held.Token))
+		return "held", fmt.Sprintf("by %s (%s) of %d slots, waiting %d of %d", held.Holder, label(held.Token), max(held.Slots, 1), held.Position, held.Waiting)
+	case errors.As(err, &slots):
+		return "of another number of slots", fmt.Sprintf("(%d, asked %d)", slots.Slots, slots.Requested)
 	case errors.As(err, &quarantined):
 		return "quarantined", fmt.Sprintf("by %s after %d crashes", quarantined.By, quarantined.Crashes)
 	case errors.As(err, &region):
@@ -159,6 +164,7 @@ func (ls *lockstep) describeStatus(st *leasestore.JobStatus, label func(int64) s
 	for i, e := range st.History {
 		events[i] = fmt.Sprintf("%s %s %s", e.Kind, e.Worker, label(e.Token))
 	}
+	lines = append(lines, ls.describeSlots(st, label)...)
 	return append(lines, "history: "+strings.Join(events, ", "))
 }
 
@@ -205,8 +211,10 @@ func (ls *lockstep) compareViews(t *testing.T) {
 	var inFlight int
 	for _, job := range modelJobs {
 		r := &ls.model[job].rec
+		for _, u := range r.LiveRuns(ls.now) {
+			want = append(want, fmt.Sprintf("lease of %s by %s (%s)", job, u.Holder, ls.label(u.Token)))
+		}
 		if r.Live(ls.now) {
-			want = append(want, fmt.Sprintf("lease of %s by %s (%s)", job, r.Run.Holder, ls.label(r.Run.Token)))
 			inFlight++
 		}
 		if q := r.Quarantine; q != nil {

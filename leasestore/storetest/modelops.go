@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"sort"
 	"testing"
 	"time"
 
@@ -56,7 +57,10 @@ func (ls *lockstep) pick() func(t *testing.T) {
 	if len(ls.gaveUp[job]) > 0 {
 		choices = append(choices, choice{1, ls.acquireGaveUp})
 	}
-	if !m.rec.Live(ls.now) && m.rec.Quarantine == nil {
+	if len(ls.waiters[job]) > 0 {
+		choices = append(choices, choice{4, ls.acquireWaiting}, choice{1, ls.leave})
+	}
+	if len(m.rec.LiveRuns(ls.now)) < ls.slotsOf(job) && m.rec.Quarantine == nil {
 		if ls.vanishes > 0 {
 			choices = append(choices, choice{3, ls.vanish})
 		}
@@ -97,6 +101,7 @@ func (ls *lockstep) acquireFresh(t *testing.T, job string) {
 	worker, holder := ls.freshHolder()
 	req := Request(job, holder, LongTTL)
 	req.MaxCrashes = 2 + ls.rnd.IntN(2)
+	ls.slotted(&req, true)
 	if ls.rnd.IntN(6) == 0 {
 		req.MinInterval = time.Hour
 	}
@@ -136,7 +141,9 @@ func (ls *lockstep) acquireAgain(t *testing.T, job string) {
 // late.
 func (ls *lockstep) acquireGaveUp(t *testing.T, job string) {
 	holders := ls.gaveUp[job]
-	ls.acquire(t, ls.rnd.IntN(modelWorkers), Request(job, holders[ls.rnd.IntN(len(holders))], LongTTL))
+	req := Request(job, holders[ls.rnd.IntN(len(holders))], LongTTL)
+	req.Slots = ls.slotsOf(job)
+	ls.acquire(t, ls.rnd.IntN(modelWorkers), req)
 }
 
 // acquire asks for req through worker's client and by the rules, compares
@@ -149,6 +156,7 @@ func (ls *lockstep) acquire(t *testing.T, worker int, req leasestore.AcquireRequ
 	step, ml, merr := rules.Acquire(&m.rec, req, ls.now)
 	m.apply(step)
 	ls.compareAnswers(t, "acquire", serr, merr)
+	ls.noteWaiter(worker, req, merr)
 	if ml == nil {
 		return nil
 	}
@@ -189,6 +197,12 @@ func describeRequest(req leasestore.AcquireRequest) string {
 	if req.Expect != nil {
 		s += ", " + describeExpect(req.Expect)
 	}
+	if req.Slots > 1 {
+		s += fmt.Sprintf(", %d slots", req.Slots)
+	}
+	if req.Wait {
+		s += ", waits"
+	}
 	return s
 }
 
@@ -200,6 +214,7 @@ func (ls *lockstep) vanish(t *testing.T, job string) {
 	worker, holder := ls.freshHolder()
 	req := Request(job, holder, ls.h.shortTTL())
 	req.MaxCrashes = 2 + ls.rnd.IntN(2)
+	req.Slots = ls.slotsOf(job)
 	ls.logf("%s: the supervisor of %s will vanish", job, holder)
 	run := ls.acquire(t, worker, req)
 	if run == nil {
@@ -220,6 +235,7 @@ func (ls *lockstep) forget(t *testing.T, job string) {
 	req := Request(job, holder, ls.h.shortTTL())
 	req.EvidenceTTL = 2 * req.TTL
 	req.MaxCrashes = 2 + ls.rnd.IntN(2)
+	req.Slots = ls.slotsOf(job)
 	ls.logf("%s: the supervisor of %s will vanish, and nobody looks until its evidence expired", job, holder)
 	granted := ls.now
 	run := ls.acquire(t, worker, req)
@@ -353,17 +369,22 @@ func (ls *lockstep) scan(t *testing.T, _ string) {
 	if err != nil {
 		ls.fail(t, "scan", err, "no error")
 	}
-	got := map[string]string{}
+	got := map[string][]string{}
 	for _, c := range found {
-		got[c.Job] = ls.describeCrash(&c, ls.storeLabel)
+		got[c.Job] = append(got[c.Job], ls.describeCrash(&c, ls.storeLabel))
 	}
-	want := map[string]string{}
+	want := map[string][]string{}
 	for _, job := range modelJobs {
 		m := ls.model[job]
-		step, c := rules.Reap(&m.rec, ls.now)
+		step, crashes := rules.Reap(&m.rec, ls.now)
 		m.apply(step)
-		if c != nil {
-			want[job] = ls.describeCrash(c, ls.label)
+		for _, c := range crashes {
+			want[job] = append(want[job], ls.describeCrash(&c, ls.label))
+		}
+	}
+	for _, m := range []map[string][]string{got, want} {
+		for _, crashes := range m {
+			sort.Strings(crashes)
 		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

@@ -82,6 +82,7 @@ func FromAcquireRequest(req leasestore.AcquireRequest) AcquireRequest {
 	a := AcquireRequest{
 		JobID: req.Job, WorkerID: req.Holder, Region: req.Region, Host: req.Host, PID: req.PID, Command: req.Command,
 		TTLMS: MS(req.TTL), EvidenceTTLMS: MS(req.EvidenceTTL), MaxCrashes: req.MaxCrashes, MinIntervalMS: MS(req.MinInterval),
+		Slots: req.Slots, Wait: req.Wait,
 	}
 	if !req.Deadline.IsZero() {
 		d := req.Deadline.UTC()
@@ -113,6 +114,9 @@ func (a *AcquireRequest) ToStore() (leasestore.AcquireRequest, error) {
 	if a.PID < 0 {
 		return leasestore.AcquireRequest{}, &FieldError{Field: "pid", Reason: "it must not be negative"}
 	}
+	if a.Slots < 0 || a.Slots > leasestore.MaxSlots {
+		return leasestore.AcquireRequest{}, &FieldError{Field: "slots", Reason: fmt.Sprintf("it must be between 1 and %d", leasestore.MaxSlots)}
+	}
 	for _, arg := range a.Command {
 		if strings.ContainsRune(arg, 0) {
 			return leasestore.AcquireRequest{}, &FieldError{Field: "command", Reason: "an argument holds a NUL byte"}
@@ -121,7 +125,7 @@ func (a *AcquireRequest) ToStore() (leasestore.AcquireRequest, error) {
 	req := leasestore.AcquireRequest{
 		Job: a.JobID, Holder: a.WorkerID, Host: a.Host, PID: a.PID, Command: a.Command, Region: a.Region,
 		TTL: Duration(a.TTLMS), EvidenceTTL: Duration(a.EvidenceTTLMS), MaxCrashes: a.MaxCrashes,
-		MinInterval: Duration(a.MinIntervalMS),
+		MinInterval: Duration(a.MinIntervalMS), Slots: a.Slots, Wait: a.Wait,
 	}
 	if req.Expect, err = a.Expect.ToStore(); err != nil {
 		return leasestore.AcquireRequest{}, err
@@ -148,10 +152,16 @@ func (a *AcquireRequest) ToStore() (leasestore.AcquireRequest, error) {
 	return req, nil
 }
 
+// Validate checks a leave request and returns its job and worker.
+func (a *LeaveRequest) Validate() (string, string, error) {
+	err := firstError(job(a.JobID), text("worker_id", a.WorkerID, MaxWorkerIDLen, true))
+	return a.JobID, a.WorkerID, err
+}
+
 // FromLease is the answer to an acquire of req that l granted.
 func FromLease(l *leasestore.Lease, req leasestore.AcquireRequest) Lease {
 	a := Lease{
-		JobID: l.Job, WorkerID: l.Holder, FencingToken: l.Token, Attempt: l.Attempt, TTLMS: MS(l.TTL),
+		JobID: l.Job, WorkerID: l.Holder, FencingToken: l.Token, Attempt: l.Attempt, Slot: l.Slot, TTLMS: MS(l.TTL),
 		GrantedAt: l.GrantedAt.UTC(), LeaseExpiry: l.GrantedAt.Add(l.TTL).UTC(), Region: req.Region,
 	}
 	if !req.Deadline.IsZero() {
@@ -168,7 +178,7 @@ func FromLease(l *leasestore.Lease, req leasestore.AcquireRequest) Lease {
 // ToStore is the lease a granted, as asked for by req: its TTL is the
 // request's own, not the wire's rounded one.
 func (a *Lease) ToStore(req leasestore.AcquireRequest) *leasestore.Lease {
-	l := &leasestore.Lease{Job: a.JobID, Holder: a.WorkerID, Token: a.FencingToken, Attempt: a.Attempt,
+	l := &leasestore.Lease{Job: a.JobID, Holder: a.WorkerID, Token: a.FencingToken, Attempt: a.Attempt, Slot: a.Slot,
 		TTL: req.TTL, GrantedAt: a.GrantedAt}
 	if a.Recovered != nil {
 		c := a.Recovered.ToStore()
@@ -380,7 +390,7 @@ func (q *Quarantine) ToStore() leasestore.Quarantine {
 
 // FromHolder is h on the wire.
 func FromHolder(h leasestore.Holder) Holder {
-	return Holder{JobID: h.Job, WorkerID: h.Worker, Host: h.Host, PID: h.PID, FencingToken: h.Token, Attempt: h.Attempt,
+	return Holder{JobID: h.Job, WorkerID: h.Worker, Host: h.Host, PID: h.PID, FencingToken: h.Token, Attempt: h.Attempt, Slot: h.Slot,
 		Command: h.Command, StartedAt: h.StartedAt.UTC(), ExpiresAt: h.ExpiresAt.UTC(), ReadAt: h.ReadAt.UTC(),
 		LastRTTUS: h.LastRTT.Microseconds(), Stop: FromStop(h.Stop)}
 }
@@ -404,7 +414,7 @@ func (s *StopRequest) ToStore() *leasestore.StopRequest {
 // ToStore is the live lease h describes.
 func (h *Holder) ToStore() leasestore.Holder {
 	return leasestore.Holder{Job: h.JobID, Worker: h.WorkerID, Host: h.Host, PID: h.PID, Token: h.FencingToken,
-		Attempt: h.Attempt, Command: h.Command, StartedAt: h.StartedAt, ExpiresAt: h.ExpiresAt, ReadAt: h.ReadAt,
+		Attempt: h.Attempt, Slot: h.Slot, Command: h.Command, StartedAt: h.StartedAt, ExpiresAt: h.ExpiresAt, ReadAt: h.ReadAt,
 		LastRTT: time.Duration(h.LastRTTUS) * time.Microsecond, Stop: h.Stop.ToStore()}
 }
 
@@ -434,6 +444,15 @@ func FromStatus(st *leasestore.JobStatus) JobStatus {
 		JobID: st.Job, State: ExecutionState(st), LeaseState: string(st.State), FencingToken: st.LastToken,
 		Attempt: st.Attempts, Region: st.Region, Now: st.Now.UTC(), Crashes: st.Crashes, MaxCrashes: st.MaxCrashes,
 		History: make([]Event, 0, len(st.History)),
+		Slots:   max(st.Slots, 1), Holders: make([]Holder, 0, len(st.Holders)), Queue: make([]Waiter, 0, len(st.Queue)),
+	}
+	for _, h := range st.Holders {
+		w := FromHolder(h)
+		w.ReadAt = a.Now
+		a.Holders = append(a.Holders, w)
+	}
+	for _, w := range st.Queue {
+		a.Queue = append(a.Queue, Waiter{WorkerID: w.Worker, Host: w.Host, PID: w.PID, Since: w.Since.UTC(), Until: w.Until.UTC()})
 	}
 	if st.Holder != nil {
 		h := FromHolder(*st.Holder)
@@ -470,6 +489,15 @@ func (a *JobStatus) ToStore() *leasestore.JobStatus {
 	st := &leasestore.JobStatus{
 		Job: a.JobID, State: leasestore.State(a.LeaseState), Now: a.Now, Region: a.Region, LastToken: a.FencingToken,
 		Attempts: a.Attempt, Crashes: a.Crashes, MaxCrashes: a.MaxCrashes, LastSuccess: timeOf(a.LastSuccess),
+		Slots: a.Slots,
+	}
+	for _, h := range a.Holders {
+		held := h.ToStore()
+		held.ReadAt = time.Time{}
+		st.Holders = append(st.Holders, held)
+	}
+	for _, w := range a.Queue {
+		st.Queue = append(st.Queue, leasestore.Waiter{Worker: w.WorkerID, Host: w.Host, PID: w.PID, Since: w.Since, Until: w.Until})
 	}
 	if a.Expect != nil {
 		x := a.Expect.store()

@@ -27,6 +27,7 @@ const (
 	CodeNotQuarantined       = "not_quarantined"           // 409: unquarantine of a job that is not quarantined
 	CodeNotRunning           = "not_running"               // 409: stop of a job that has no live lease
 	CodeStaleToken           = "stale_token"               // 409: check-token: not the current token, or not live
+	CodeSlotsMismatch        = "slots_mismatch"            // 409: the request asks for another number of slots than the job's runs in flight
 	CodeDeadlinePassed       = "deadline_passed"           // 410: the job's ttl_deadline passed: no more retries
 	CodeRequestExpired       = "request_expired"           // 408: the request arrived after its sender's deadline (HeaderDeadline); it was not run
 	CodeTokenWatchBehind     = "token_watch_behind"        // 410: a token watch's client fell behind and states were dropped; the watch is gone
@@ -51,7 +52,7 @@ func Codes() []string {
 		CodeLeaseLost, CodeNotQuarantined, CodeStaleToken, CodeDeadlinePassed, CodeRequestTooLarge,
 		CodeIdempotencyKeyReused, CodeQuarantined, CodeRateLimited, CodeInternal, CodeStoreUnavailable,
 		CodeShuttingDown, CodeTooManySubscriptions, CodeTokenWatchNotFound, CodeTokenWatchBehind, CodeNoTokenFeed,
-		CodeTooManyTokenWatches, CodeNoLateOutcomes, CodeNotRunning, CodeRequestExpired,
+		CodeTooManyTokenWatches, CodeNoLateOutcomes, CodeNotRunning, CodeRequestExpired, CodeSlotsMismatch,
 	}
 }
 
@@ -69,7 +70,7 @@ func Status(code string) int {
 		return http.StatusNotFound
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case CodeHeld, CodeTooSoon, CodeRegionMismatch, CodeLeaseLost, CodeNotQuarantined, CodeNotRunning, CodeStaleToken:
+	case CodeHeld, CodeTooSoon, CodeRegionMismatch, CodeLeaseLost, CodeNotQuarantined, CodeNotRunning, CodeStaleToken, CodeSlotsMismatch:
 		return http.StatusConflict
 	case CodeDeadlinePassed, CodeTokenWatchBehind:
 		return http.StatusGone
@@ -110,8 +111,13 @@ type Error struct {
 	Role         string `json:"role,omitempty"`          // forbidden: the token's role
 	RequiredRole string `json:"required_role,omitempty"` // forbidden: the least role that may
 
-	Holder     *HeldBy     `json:"holder,omitempty"`     // held
-	Quarantine *Quarantine `json:"quarantine,omitempty"` // quarantined
+	Holder *HeldBy `json:"holder,omitempty"` // held; its worker_id is empty when a slot is free but promised to earlier waiters
+
+	Slots          int         `json:"slots,omitempty"`           // held, slots_mismatch: the job's
+	RequestedSlots int         `json:"requested_slots,omitempty"` // slots_mismatch: the request's
+	Position       int         `json:"position,omitempty"`        // held: the request's place in the job's queue, from 1, when it waits
+	Waiting        int         `json:"waiting,omitempty"`         // held: how many wait
+	Quarantine     *Quarantine `json:"quarantine,omitempty"`      // quarantined
 
 	LastSuccess   *time.Time `json:"last_success,omitempty"`    // too_soon
 	MinIntervalMS int64      `json:"min_interval_ms,omitempty"` // too_soon
@@ -171,6 +177,7 @@ func FromError(err error) *Error {
 		region  *leasestore.RegionError
 		dead    *leasestore.DeadlineError
 		stale   *leasestore.StaleTokenError
+		slots   *leasestore.SlotsError
 		badJob  *leasestore.InvalidJobIDError
 		message = err.Error()
 	)
@@ -185,7 +192,9 @@ func FromError(err error) *Error {
 		return &Error{Code: CodeHeld, Message: message, JobID: held.Job, Holder: &HeldBy{
 			WorkerID: held.Holder, Host: held.Host, PID: held.PID, FencingToken: held.Token,
 			Since: held.Since.UTC(), ExpiresInMS: MS(held.ExpiresIn),
-		}}
+		}, Slots: held.Slots, Position: held.Position, Waiting: held.Waiting}
+	case errors.As(err, &slots):
+		return &Error{Code: CodeSlotsMismatch, Message: message, JobID: slots.Job, Slots: slots.Slots, RequestedSlots: slots.Requested}
 	case errors.As(err, &quar):
 		q := FromQuarantine(quar.Quarantine)
 		return &Error{Code: CodeQuarantined, Message: message, JobID: quar.Job, Quarantine: &q}
@@ -228,7 +237,9 @@ func (e *Error) StoreError() error {
 			h = &HeldBy{}
 		}
 		return &leasestore.HeldError{Job: e.JobID, Holder: h.WorkerID, Host: h.Host, PID: h.PID, Token: h.FencingToken,
-			Since: h.Since, ExpiresIn: Duration(h.ExpiresInMS)}
+			Since: h.Since, ExpiresIn: Duration(h.ExpiresInMS), Slots: e.Slots, Position: e.Position, Waiting: e.Waiting}
+	case CodeSlotsMismatch:
+		return &leasestore.SlotsError{Job: e.JobID, Slots: e.Slots, Requested: e.RequestedSlots}
 	case CodeQuarantined:
 		var q leasestore.Quarantine
 		if e.Quarantine != nil {

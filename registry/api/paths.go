@@ -11,6 +11,7 @@ const (
 	PathComplete     = Prefix + "/complete-job"     // POST: release as completed (worker)
 	PathRelease      = Prefix + "/release-job"      // POST: release with an outcome (worker)
 	PathRecordLate   = Prefix + "/record-late"      // POST: record a run's outcome that did not reach the store in time (worker)
+	PathLeave        = Prefix + "/leave-queue"      // POST: a waiting worker gives up its place in the job's queue (worker)
 	PathStatus       = Prefix + "/job-status/"      // GET + job ID: status (reader)
 	PathSubscribe    = Prefix + "/subscriptions"    // POST: subscribe (worker)
 	PathSubscription = Prefix + "/subscriptions/"   // + ID; GET: wait (long-poll), DELETE: unsubscribe (worker)

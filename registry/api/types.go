@@ -19,6 +19,17 @@ type AcquireRequest struct {
 	TTLDeadline   *time.Time `json:"ttl_deadline,omitempty"`
 	// Expect is the run's expectation for the job (last writer wins).
 	Expect *Expectation `json:"expect,omitempty"`
+	// Slots is how many runs of the job may hold it at once (--slots);
+	// 0 or absent: one. Wait: the worker waits, and joins the job's queue
+	// when refused.
+	Slots int  `json:"slots,omitempty"`
+	Wait  bool `json:"wait,omitempty"`
+}
+
+// LeaveRequest is the body of POST PathLeave: a waiting worker gives up.
+type LeaveRequest struct {
+	JobID    string `json:"job_id"`
+	WorkerID string `json:"worker_id"`
 }
 
 // Lease is the answer to an acquire: fencing_token, lease_expiry, attempt
@@ -28,6 +39,7 @@ type Lease struct {
 	WorkerID     string    `json:"worker_id"`
 	FencingToken int64     `json:"fencing_token"`
 	Attempt      int64     `json:"attempt"`
+	Slot         int       `json:"slot"` // from 0
 	TTLMS        int64     `json:"ttl_ms"`
 	GrantedAt    time.Time `json:"granted_at"`   // the store's clock
 	LeaseExpiry  time.Time `json:"lease_expiry"` // granted_at + ttl
@@ -155,6 +167,21 @@ type JobStatus struct {
 	History      []Event      `json:"history"`
 	Expect       *Expectation `json:"expect"`  // null: none
 	Overdue      bool         `json:"overdue"` // past its expectation at now
+	// Slots is the job's number of slots; Holders its live leases by
+	// slot; Queue its waiters, oldest first.
+	Slots   int      `json:"slots"`
+	Holders []Holder `json:"holders"`
+	Queue   []Waiter `json:"queue"`
+}
+
+// Waiter is a worker waiting in a job's queue; its position is its place
+// in JobStatus.Queue, from 1.
+type Waiter struct {
+	WorkerID string    `json:"worker_id"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	Since    time.Time `json:"since"`
+	Until    time.Time `json:"until"` // when its place lapses unless it asks again
 }
 
 // Holder is a live lease.
@@ -165,6 +192,7 @@ type Holder struct {
 	PID          int       `json:"pid"`
 	FencingToken int64     `json:"fencing_token"`
 	Attempt      int64     `json:"attempt"`
+	Slot         int       `json:"slot"`
 	Command      []string  `json:"command"`
 	StartedAt    time.Time `json:"started_at"`
 	ExpiresAt    time.Time `json:"expires_at"`
