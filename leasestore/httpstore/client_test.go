@@ -344,33 +344,8 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 // unknown field, renewing nothing: Renew sends the heartbeat again without
 // it, and leaves it out from then on.
 func TestRenewToARegistryWithoutRoundTrips(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var withRTT, without atomic.Int32
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			t.Errorf("heartbeat body: %v", err)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if _, ok := body["rtt_us"]; ok {
-			withRTT.Add(1)
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write([]byte(`{"error":{"code":"invalid_request","message":"invalid rtt_us: no such field","field":"rtt_us"}}`))
-			return
-		}
-		without.Add(1)
-		_, _ = w.Write([]byte(`{"new_lease_expiry":"2026-03-01T12:00:00Z","ttl_ms":1000}`))
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close() })
-	s, err := httpstore.Open("http://"+ln.Addr().String(), "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := olderRegistry(t, refusing(t, "rtt_us", `{"new_lease_expiry":"2026-03-01T12:00:00Z","ttl_ms":1000}`, &withRTT, &without))
 	l := &leasestore.Lease{Job: "j", Holder: "w", Token: 1, TTL: time.Second, RTT: 3 * time.Millisecond}
 	for i := range 2 {
 		if err := s.Renew(storetest.Ctx(t), l); err != nil {
@@ -418,7 +393,7 @@ func TestTokenWatchAcrossARegistryRestart(t *testing.T) {
 // cause; so does WatchTokens, so that fence's write-through pattern asks
 // the store instead.
 func TestAnOlderRegistryWithoutLateOutcomesOrAFeed(t *testing.T) {
-	older := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := olderRegistry(t, func(w http.ResponseWriter, r *http.Request) {
 		code := api.CodeNoTokenFeed
 		if r.URL.Path == api.PathRecordLate {
 			code = api.CodeNoLateOutcomes
@@ -426,13 +401,7 @@ func TestAnOlderRegistryWithoutLateOutcomesOrAFeed(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotImplemented)
 		_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: api.Errorf(code, "the store behind the registry has none")})
-	}))
-	t.Cleanup(older.Close)
-	s, err := httpstore.Open(older.URL, "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	})
 	late := leasestore.LateOutcome{Job: "job", Holder: "w", Token: 1, Outcome: storetest.Outcome(leasestore.ResultFailed)}
 	if _, err := s.RecordLate(storetest.Ctx(t), late); !errors.Is(err, leasestore.ErrUnavailable) || !errors.Is(err, httpstore.ErrNoLateOutcomes) {
 		t.Errorf("RecordLate through the older registry: %v, want ErrUnavailable caused by ErrNoLateOutcomes", err)
@@ -471,33 +440,8 @@ func TestRecordLateThroughTheRegistry(t *testing.T) {
 // unknown field, granting nothing: Acquire asks again without it, leaves
 // it out from then on, and says the expectation was dropped.
 func TestAcquireFromARegistryWithoutExpectations(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var withExpect, without atomic.Int32
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			t.Errorf("acquire body: %v", err)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if _, ok := body["expect"]; ok {
-			withExpect.Add(1)
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write([]byte(`{"error":{"code":"invalid_request","message":"invalid expect: no such field","field":"expect"}}`))
-			return
-		}
-		without.Add(1)
-		_, _ = w.Write([]byte(`{"job_id":"j","worker_id":"w","fencing_token":1,"attempt":1,"ttl_ms":1000,"granted_at":"2026-03-01T12:00:00Z"}`))
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close() })
-	s, err := httpstore.Open("http://"+ln.Addr().String(), "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := olderRegistry(t, refusing(t, "expect", `{"job_id":"j","worker_id":"w","fencing_token":1,"attempt":1,"ttl_ms":1000,"granted_at":"2026-03-01T12:00:00Z"}`, &withExpect, &without))
 	req := storetest.Request("j", "w", time.Second)
 	req.Expect = &leasestore.Expectation{Every: time.Hour}
 	for i := range 2 {
@@ -515,23 +459,47 @@ func TestAcquireFromARegistryWithoutExpectations(t *testing.T) {
 // error says the registry cannot list them (errors.ErrUnsupported), which
 // a watching reaper rides out.
 func TestOverdueFromARegistryWithoutExpectations(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s := olderRegistry(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no route ` + r.URL.Path + `"}}`))
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close() })
-	s, err := httpstore.Open("http://"+ln.Addr().String(), "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
+	})
+	if _, err := s.Overdue(storetest.Ctx(t)); !errors.Is(err, errors.ErrUnsupported) || !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Errorf("Overdue() = %v, want unavailable and unsupported", err)
+	}
+}
+
+// olderRegistry serves handler as a registry of an older leasectl would
+// answer, and returns a worker's store through it.
+func olderRegistry(t *testing.T, handler http.HandlerFunc) *httpstore.Store {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	s, err := httpstore.Open(srv.URL, "leasectl", httpstore.Options{Token: registrytest.WorkerToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	if _, err := s.Overdue(storetest.Ctx(t)); !errors.Is(err, errors.ErrUnsupported) || !errors.Is(err, leasestore.ErrUnavailable) {
-		t.Errorf("Overdue() = %v, want unavailable and unsupported", err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// refusing is how an older registry answers a request body with a field
+// it does not know: refused as invalid, counted in with; without the
+// field, answered ok, counted in without.
+func refusing(t *testing.T, field, ok string, with, without *atomic.Int32) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Errorf("request body: %v", err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if _, found := body[field]; found {
+			with.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"code":"invalid_request","message":"invalid ` + field + `: no such field","field":"` + field + `"}}`))
+			return
+		}
+		without.Add(1)
+		_, _ = w.Write([]byte(ok))
 	}
 }
