@@ -32,19 +32,15 @@ func (b *bench) etcdProposals() error {
 		// A job's first run also grants the two etcd leases its later runs
 		// take over while they live (etcdstore's record): a job run again
 		// and again pays them once, so the warm-up runs are not counted.
-		for range warmupRounds {
-			if out, err := c.cmd().CombinedOutput(); err != nil {
-				return fmt.Errorf("%s: %v: %s", c.name, err, out)
-			}
+		if err := runTimes(c, warmupRounds); err != nil {
+			return err
 		}
 		before, err := b.etcdCommitted()
 		if err != nil {
 			return err
 		}
-		for range proposalRuns {
-			if out, err := c.cmd().CombinedOutput(); err != nil {
-				return fmt.Errorf("%s: %v: %s", c.name, err, out)
-			}
+		if err := runTimes(c, proposalRuns); err != nil {
+			return err
 		}
 		after, err := b.etcdCommitted()
 		if err != nil {
@@ -53,6 +49,16 @@ func (b *bench) etcdProposals() error {
 		perRun[c.name] = (after - before) / proposalRuns
 	}
 	line("etcd_writes_per_run", perRun["leasectl"], "proposals", fmt.Sprintf("target <= 2.0; raft proposals etcd committed per leasectl run --job j -- true (etcd_server_proposals_committed_total over %d runs of one job, after %d); etcdctl lock j -- true: %.2f", proposalRuns, warmupRounds, perRun["etcdctl"]))
+	return nil
+}
+
+// runTimes runs c's command n times, each to its end.
+func runTimes(c starter, n int) error {
+	for range n {
+		if out, err := c.cmd().CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v: %s", c.name, err, out)
+		}
+	}
 	return nil
 }
 
