@@ -87,8 +87,14 @@ func loadV1(t *testing.T, srv *pgtest.Server) v1Data {
 			TTL: storetest.LongTTL},
 	}
 	for _, job := range d.jobs {
-		var r statusReply
+		var r struct {
+			statusReply
+			Run *runReply `json:"run"` // version 1's: the job's one run
+		}
 		call(&r, "status(1, %s)", quoteLiteral(job))
+		if r.Run != nil {
+			r.Runs = []runReply{*r.Run}
+		}
 		d.status[job] = r.status(job)
 	}
 	return d
