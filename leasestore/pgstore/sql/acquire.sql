@@ -30,13 +30,18 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
   j @schema@.jobs;
   r @schema@.runs;
-  w @schema@.queue;
   v_now timestamptz;
   v_slots integer := greatest(p_slots, 1);
   v_crash json;
   v_recovered json;
-  v_live integer;
-  v_queued integer;
+  v_live integer;      -- the job's live runs
+  v_stale boolean;     -- it has runs whose liveness expired
+  v_crashed boolean;   -- ... some with their evidence there
+  v_mine integer;      -- the slot of the holder's live run
+  v_lapsed integer;    -- places in the queue that lapsed
+  v_queued integer;    -- places that did not
+  v_seq bigint;        -- the holder's place, if it did not lapse,
+  v_until timestamptz; -- ... and when it lapses
   v_ahead integer;
   v_position integer := 0;
   v_slot integer;
@@ -58,10 +63,17 @@ BEGIN
     RETURN @schema@._refused(p_job, p_holder, json_build_object('k', 'gaveup', 'now', @schema@._us(v_now)));
   END IF;
 
+  -- The job's runs, in one read.
+  SELECT count(*) FILTER (WHERE live_until > v_now), coalesce(bool_or(live_until <= v_now), false),
+    coalesce(bool_or(live_until <= v_now AND evidence_until > v_now), false),
+    min(slot) FILTER (WHERE holder = p_holder AND live_until > v_now)
+  INTO v_live, v_stale, v_crashed, v_mine
+  FROM @schema@.runs WHERE job = p_job;
+
   -- 1. Asked again by the holder of a live run (its first answer was
   -- lost): the same lease, renewed as renew does. Nothing else changes.
-  SELECT * INTO r FROM @schema@.runs WHERE job = p_job AND holder = p_holder AND live_until > v_now;
-  IF FOUND THEN
+  IF v_mine IS NOT NULL THEN
+    SELECT * INTO r FROM @schema@.runs WHERE job = p_job AND slot = v_mine;
     UPDATE @schema@.runs SET live_until = v_now + @schema@._micros(p_ttl_us),
       evidence_until = v_now + r.evidence_ttl
     WHERE job = p_job AND slot = r.slot;
@@ -83,19 +95,20 @@ BEGIN
 
   -- 4. The crashes of runs whose liveness expired with their evidence
   -- there, slot by slot, until one quarantines the job.
-  FOR r IN SELECT * FROM @schema@.runs WHERE job = p_job AND live_until <= v_now AND evidence_until > v_now
-      ORDER BY slot LOOP
-    v_crash := @schema@._count_crashes(ARRAY[p_job], v_now, r.token, NULL, 'acquire') -> 0;
-    v_recovered := coalesce(v_recovered, v_crash);
-    SELECT * INTO j FROM @schema@.jobs WHERE job = p_job;
-    IF j.q_since IS NOT NULL THEN
-      RETURN @schema@._refused(p_job, p_holder,
-        json_build_object('k', 'quarantined', 'now', @schema@._us(v_now), 'q', @schema@._quarantine_json(j)));
-    END IF;
-  END LOOP;
+  IF v_crashed THEN
+    FOR r IN SELECT * FROM @schema@.runs WHERE job = p_job AND live_until <= v_now AND evidence_until > v_now
+        ORDER BY slot LOOP
+      v_crash := @schema@._count_crashes(ARRAY[p_job], v_now, r.token, NULL, 'acquire') -> 0;
+      v_recovered := coalesce(v_recovered, v_crash);
+      SELECT * INTO j FROM @schema@.jobs WHERE job = p_job;
+      IF j.q_since IS NOT NULL THEN
+        RETURN @schema@._refused(p_job, p_holder,
+          json_build_object('k', 'quarantined', 'now', @schema@._us(v_now), 'q', @schema@._quarantine_json(j)));
+      END IF;
+    END LOOP;
+  END IF;
 
   -- 5. All runs of a job in flight agree on its slots.
-  SELECT count(*) INTO v_live FROM @schema@.runs WHERE job = p_job AND live_until > v_now;
   IF v_live > 0 AND v_slots <> j.slots THEN
     RETURN @schema@._refused(p_job, p_holder,
       json_build_object('k', 'slots', 'now', @schema@._us(v_now), 'slots', j.slots));
@@ -103,13 +116,17 @@ BEGIN
 
   -- 6. Held: no more slots free than waiters ahead of the request (its
   -- place in the queue, or the whole queue), once lapsed places are gone.
-  DELETE FROM @schema@.queue WHERE job = p_job AND live_until <= v_now;
-  SELECT count(*) INTO v_queued FROM @schema@.queue WHERE job = p_job;
-  SELECT * INTO w FROM @schema@.queue WHERE job = p_job AND worker = p_holder;
-  IF FOUND THEN
-    SELECT count(*) INTO v_ahead FROM @schema@.queue WHERE job = p_job AND seq < w.seq;
-  ELSE
-    v_ahead := v_queued;
+  SELECT count(*) FILTER (WHERE live_until <= v_now), count(*) FILTER (WHERE live_until > v_now),
+    min(seq) FILTER (WHERE worker = p_holder AND live_until > v_now),
+    min(live_until) FILTER (WHERE worker = p_holder AND live_until > v_now)
+  INTO v_lapsed, v_queued, v_seq, v_until
+  FROM @schema@.queue WHERE job = p_job;
+  IF v_lapsed > 0 THEN
+    DELETE FROM @schema@.queue WHERE job = p_job AND live_until <= v_now;
+  END IF;
+  v_ahead := v_queued;
+  IF v_seq IS NOT NULL THEN
+    SELECT count(*) INTO v_ahead FROM @schema@.queue WHERE job = p_job AND seq < v_seq;
   END IF;
   IF v_slots - v_live <= v_ahead THEN
     IF p_wait THEN
@@ -117,12 +134,12 @@ BEGIN
       -- most half its TTL is left (a release wakes every waiter, and each
       -- would otherwise write).
       v_position := v_ahead + 1;
-      IF w.seq IS NULL THEN
+      IF v_seq IS NULL THEN
         INSERT INTO @schema@.queue (job, worker, host, pid, since, live_until)
         VALUES (p_job, p_holder, p_host, p_pid, v_now, v_now + @schema@._micros(p_ttl_us));
         v_queued := v_queued + 1;
-      ELSIF 2 * (@schema@._us(w.live_until) - @schema@._us(v_now)) <= p_ttl_us THEN
-        UPDATE @schema@.queue SET live_until = v_now + @schema@._micros(p_ttl_us) WHERE job = p_job AND seq = w.seq;
+      ELSIF 2 * (@schema@._us(v_until) - @schema@._us(v_now)) <= p_ttl_us THEN
+        UPDATE @schema@.queue SET live_until = v_now + @schema@._micros(p_ttl_us) WHERE job = p_job AND seq = v_seq;
       END IF;
     END IF;
     -- The live run that expires first; none when a slot is free but
@@ -150,9 +167,14 @@ BEGIN
 
   -- 9. The grant, in the lowest slot no live run holds. The runs left
   -- without liveness are those whose evidence expired unseen: dropped.
-  DELETE FROM @schema@.runs WHERE job = p_job AND live_until <= v_now;
-  SELECT min(s) INTO v_slot FROM generate_series(0, v_live) s
-  WHERE NOT EXISTS (SELECT FROM @schema@.runs WHERE job = p_job AND slot = s);
+  IF v_stale THEN
+    DELETE FROM @schema@.runs WHERE job = p_job AND live_until <= v_now;
+  END IF;
+  v_slot := 0;
+  IF v_live > 0 THEN
+    SELECT min(s) INTO v_slot FROM generate_series(0, v_live) s
+    WHERE NOT EXISTS (SELECT FROM @schema@.runs WHERE job = p_job AND slot = s);
+  END IF;
   -- Never below the clock: tokens rise even after the job's rows were
   -- deleted or the tables truncated.
   v_token := greatest(j.last_token + 1, @schema@._us(v_now));
@@ -161,7 +183,9 @@ BEGIN
   VALUES (p_job, v_slot, p_holder, v_token, p_host, p_pid, p_command, v_now, j.attempts + 1,
     @schema@._micros(p_evidence_ttl_us), p_max_crashes, v_now + @schema@._micros(p_ttl_us),
     v_now + @schema@._micros(p_evidence_ttl_us));
-  DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;
+  IF v_seq IS NOT NULL THEN
+    DELETE FROM @schema@.queue WHERE job = p_job AND seq = v_seq;
+  END IF;
   -- The detail leaves out host and pid (docs/semantics.md, History events):
   -- the run's row has them while it lasts, and the default worker ID
   -- (host:pid:random) keeps them in every event.
