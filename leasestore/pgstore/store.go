@@ -332,7 +332,8 @@ func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 	return r.status(job), nil
 }
 
-// Leases lists the live leases, ordered by job.
+// Leases lists the live leases, one per slot in use, ordered by job and
+// slot.
 func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	var r leasesReply
 	if err := s.call(ctx, "list leases", s.sqlLeases, &r, version()); err != nil {
