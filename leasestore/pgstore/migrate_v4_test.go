@@ -1,10 +1,7 @@
 package pgstore
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -36,23 +33,7 @@ var v4Jobs = []string{"live", "done", "crashed"}
 // vanished, its crash not yet counted.
 func loadV4(t *testing.T, srv *pgtest.Server) v4Data {
 	t.Helper()
-	script, err := os.ReadFile("testdata/schema_v4.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	schema := quoteIdent(v4Namespace)
-	execSQL(t, srv, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
-	execSQL(t, srv, string(script))
-	call := func(v any, format string, args ...any) {
-		t.Helper()
-		rows, err := srv.Query("SELECT " + schema + "." + fmt.Sprintf(format, args...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal([]byte(rows[0][0]), v); err != nil {
-			t.Fatalf("%s: %v", rows[0][0], err)
-		}
-	}
+	call := oldSchema(t, srv, v4Namespace, "testdata/schema_v4.sql")
 	// acquire(version, job, holder, host, pid, command, ttl µs, evidence
 	// ttl µs, max crashes, min interval µs, region, deadline µs, expect
 	// every µs, expect grace µs), version 4's signature.
@@ -80,15 +61,7 @@ func loadV4(t *testing.T, srv *pgtest.Server) v4Data {
 		ghost: ghost.Token,
 	}
 	for _, job := range v4Jobs {
-		var r struct {
-			statusReply
-			Run *runReply `json:"run"` // version 4's: the job's one run
-		}
-		call(&r, "status(4, %s)", quoteLiteral(job))
-		if r.Run != nil {
-			r.Runs = []runReply{*r.Run}
-		}
-		d.status[job] = r.status(job)
+		d.status[job] = oldStatus(call, 4, job)
 	}
 	return d
 }

@@ -47,16 +47,19 @@ func TestRunSlotsAndWaitersOnPostgres(t *testing.T) {
 		var st *leasestore.JobStatus
 		for guard := time.Now().Add(testenv.HangGuard); ; time.Sleep(10 * time.Millisecond) {
 			st = storetest.Status(t, s, "encode")
-			var got []string
+			var got, waiting []string
 			for _, h := range st.Holders {
 				got = append(got, h.Worker)
 			}
+			for _, w := range st.Queue {
+				waiting = append(waiting, w.Worker)
+			}
 			slices.Sort(got)
-			if slices.Equal(got, holders) && slices.Equal(waitersOf(st.Queue), queue) {
+			if slices.Equal(got, holders) && slices.Equal(waiting, queue) {
 				return
 			}
 			if time.Now().After(guard) {
-				t.Fatalf("holders %v, queue %v after %s; want %v holding, %v waiting", got, waitersOf(st.Queue), testenv.HangGuard, holders, queue)
+				t.Fatalf("holders %v, queue %v after %s; want %v holding, %v waiting", got, waiting, testenv.HangGuard, holders, queue)
 			}
 		}
 	}
@@ -102,12 +105,4 @@ func TestRunSlotsAndWaitersOnPostgres(t *testing.T) {
 			t.Errorf("a waiter exited %d, want 0", code)
 		}
 	}
-}
-
-func waitersOf(queue []leasestore.Waiter) []string {
-	var w []string
-	for _, q := range queue {
-		w = append(w, q.Worker)
-	}
-	return w
 }
