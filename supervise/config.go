@@ -196,7 +196,7 @@ func (c *Config) CheckStore(store any) error {
 			if ok {
 				most = q.MaxSlots()
 			}
-			return &ConfigError{Rule: fmt.Sprintf("--slots %d: this store runs at most %d per job (the embedded store runs up to %d)", c.Slots, most, leasestore.MaxSlots)}
+			return &ConfigError{Rule: fmt.Sprintf("--slots %d: this store runs at most %d per job (the embedded store and PostgreSQL run up to %d)", c.Slots, most, leasestore.MaxSlots)}
 		}
 	}
 	tl, ok := store.(leasestore.TTLLimiter)

@@ -23,8 +23,10 @@
 // also the job's lock; since schema version 4 with the job's expectation and
 // due_at, when it becomes overdue, a column PostgreSQL generates from the
 // last success and the expectation and that an index makes Overdue's range),
-// runs (liveness and evidence of the runs in flight,
-// indexed by liveness expiry) and history (the last 20 events per job), a
+// runs (liveness and evidence of the runs in flight, since schema version 5
+// one row per slot in use, keyed by job and slot, indexed by liveness
+// expiry), queue (since version 5, each job's waiters in the order they
+// started waiting), history (the last 20 events per job), a
 // meta table with the schema version, and the functions in sql/ that are
 // the only way leasectl reads or changes them. Each operation is one call
 // of one function, so one transaction, in the spirit of the Redis store's
@@ -52,9 +54,15 @@
 // one statement (sql/lib.sql, _count_crashes), through the index on the
 // liveness expiry, so a scan's cost follows the crashed runs.
 //
-// Waiters are woken by LISTEN/NOTIFY: release, a counted crash,
-// unquarantine and a late outcome that releases a run or lifts a
-// quarantine notify the job's channel when they commit. A subscription
+// Waiters are served in the order they started waiting, and woken by
+// LISTEN/NOTIFY: acquire follows package rules' steps in plpgsql, so a
+// waiting request takes or keeps its place in the queue table in the same
+// transaction that refuses it, under the job's row lock, and a free slot
+// goes only to a request with fewer waiters ahead than slots free; a
+// waiter subscribes before its first request, so no release after it
+// joined is missed. Release, a counted crash, unquarantine, a late outcome
+// that releases a run or lifts a quarantine, and a waiter leaving while a
+// slot is free notify the job's channel when they commit. A subscription
 // is a connection of its own; when it is lost, it reconnects and wakes its
 // waiter once, since what was sent meanwhile is lost. Behind PgBouncer in
 // transaction pooling, LISTEN does not work and waiters wake at the

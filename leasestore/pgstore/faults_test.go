@@ -244,7 +244,7 @@ func TestSchemaVersions(t *testing.T) {
 	atVersion := func(ns string, v int) {
 		execSQL(t, srv, fmt.Sprintf(`DROP FUNCTION %[1]s.acquire;
 			CREATE FUNCTION %[1]s.acquire(integer, text, text, text, integer, text[], bigint, bigint, integer, bigint,
-			  text, bigint, bigint, bigint)
+			  text, bigint, bigint, bigint, integer, boolean)
 			RETURNS json LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'at version %d' USING ERRCODE = 'LC001', DETAIL = '%[2]d'; END $$;
 			UPDATE %[1]s.meta SET version = %[2]d`, quoteIdent(ns), v))
 	}
@@ -253,7 +253,7 @@ func TestSchemaVersions(t *testing.T) {
 		ns := freshNamespace()
 		migrated(t, srv, ns)
 		// Version 0 is an empty schema.
-		execSQL(t, srv, fmt.Sprintf("DROP TABLE %[1]s.jobs, %[1]s.runs, %[1]s.history CASCADE", quoteIdent(ns)))
+		execSQL(t, srv, fmt.Sprintf("DROP TABLE %[1]s.jobs, %[1]s.runs, %[1]s.history, %[1]s.queue CASCADE", quoteIdent(ns)))
 		atVersion(ns, 0)
 		storetest.Acquire(t, openPG(t, srv.URL, ns), storetest.Request("job", "w1", storetest.LongTTL))
 	})

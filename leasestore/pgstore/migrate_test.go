@@ -29,20 +29,20 @@ type v1Data struct {
 	live   *leasestore.Lease                // the live run of job "live"
 }
 
-// loadV1 makes v1Namespace's schema on srv afresh with version 1's script,
-// and writes to it through version 1's functions, called as a version 1
-// leasectl called them: a live run, a completed run, and a job
-// quarantined for crashing.
-func loadV1(t *testing.T, srv *pgtest.Server) v1Data {
+// oldSchema makes namespace's schema on srv afresh with the script file,
+// the schema as an older leasectl made it, and returns call, which calls
+// one of its functions (format and args: the call, as that leasectl made
+// it) and decodes the answer into v.
+func oldSchema(t *testing.T, srv *pgtest.Server, namespace, file string) (call func(v any, format string, args ...any)) {
 	t.Helper()
-	script, err := os.ReadFile("testdata/schema_v1.sql")
+	script, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	schema := quoteIdent(v1Namespace)
+	schema := quoteIdent(namespace)
 	execSQL(t, srv, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 	execSQL(t, srv, string(script))
-	call := func(v any, format string, args ...any) {
+	return func(v any, format string, args ...any) {
 		t.Helper()
 		rows, err := srv.Query("SELECT " + schema + "." + fmt.Sprintf(format, args...))
 		if err != nil {
@@ -52,6 +52,30 @@ func loadV1(t *testing.T, srv *pgtest.Server) v1Data {
 			t.Fatalf("%s: %v", rows[0][0], err)
 		}
 	}
+}
+
+// oldStatus is job's status as a leasectl of schema version v, before
+// version 5, read it through call: its status function answered with the
+// job's one run.
+func oldStatus(call func(v any, format string, args ...any), v int, job string) *leasestore.JobStatus {
+	var r struct {
+		statusReply
+		Run *runReply `json:"run"`
+	}
+	call(&r, "status(%d, %s)", v, quoteLiteral(job))
+	if r.Run != nil {
+		r.Runs = []runReply{*r.Run}
+	}
+	return r.status(job)
+}
+
+// loadV1 makes v1Namespace's schema on srv afresh with version 1's script,
+// and writes to it through version 1's functions, called as a version 1
+// leasectl called them: a live run, a completed run, and a job
+// quarantined for crashing.
+func loadV1(t *testing.T, srv *pgtest.Server) v1Data {
+	t.Helper()
+	call := oldSchema(t, srv, v1Namespace, "testdata/schema_v1.sql")
 	// acquire(version, job, holder, host, pid, command, ttl µs, evidence
 	// ttl µs, max crashes, min interval µs), version 1's signature.
 	acquire := func(job, holder string, ttl time.Duration, maxCrashes int) acquireReply {
@@ -87,9 +111,7 @@ func loadV1(t *testing.T, srv *pgtest.Server) v1Data {
 			TTL: storetest.LongTTL},
 	}
 	for _, job := range d.jobs {
-		var r statusReply
-		call(&r, "status(1, %s)", quoteLiteral(job))
-		d.status[job] = r.status(job)
+		d.status[job] = oldStatus(call, 1, job)
 	}
 	return d
 }

@@ -24,8 +24,12 @@ type acquireReply struct {
 	Now         int64           `json:"now"`
 	Token       int64           `json:"token"`
 	Attempt     int64           `json:"attempt"`
+	Slot        int             `json:"slot"`
 	Recovered   *crashReply     `json:"recovered"`
-	Holder      string          `json:"holder"`
+	Slots       int             `json:"slots"`
+	Position    int             `json:"position"`
+	Waiting     int             `json:"waiting"`
+	Holder      *string         `json:"holder"` // null: a slot is free, but promised to earlier waiters
 	Host        string          `json:"host"`
 	PID         int             `json:"pid"`
 	Since       int64           `json:"since"`
@@ -35,7 +39,24 @@ type acquireReply struct {
 	Region      string          `json:"region"`
 }
 
-// crashReply is a crash as _crash_json describes it.
+// held is the refusal a held answer describes, at now.
+func (a *acquireReply) held(job string, now time.Time) *leasestore.HeldError {
+	err := &leasestore.HeldError{Job: job, Slots: a.Slots, Position: a.Position, Waiting: a.Waiting}
+	if a.Holder != nil {
+		err.Holder, err.Host, err.PID, err.Token = *a.Holder, a.Host, a.PID, a.Token
+		err.Since, err.ExpiresIn = usTime(a.Since), usTime(a.Expires).Sub(now)
+	}
+	return err
+}
+
+// checkTokenReply is checktoken's answer.
+type checkTokenReply struct {
+	Current int64 `json:"current"`
+	Live    bool  `json:"live"`
+	OK      bool  `json:"ok"`
+}
+
+// crashReply is a crash as _count_crashes describes it.
 type crashReply struct {
 	Job         string   `json:"job"`
 	Holder      string   `json:"holder"`
@@ -83,6 +104,7 @@ type scanReply struct {
 // runReply is a run as status and leases describe it.
 type runReply struct {
 	Job     string   `json:"job"`
+	Slot    int      `json:"slot"`
 	Holder  string   `json:"holder"`
 	Host    string   `json:"host"`
 	PID     int      `json:"pid"`
@@ -135,7 +157,7 @@ func (r *renewReply) UnmarshalJSON(b []byte) error {
 
 func (r *runReply) holder(job string) *leasestore.Holder {
 	return &leasestore.Holder{Job: job, Worker: r.Holder, Host: r.Host, PID: r.PID, Token: r.Token, Attempt: r.Attempt,
-		Command: r.Command, StartedAt: usTime(r.Started), ExpiresAt: usTime(r.Expires),
+		Slot: r.Slot, Command: r.Command, StartedAt: usTime(r.Started), ExpiresAt: usTime(r.Expires),
 		LastRTT: time.Duration(r.RTT) * time.Microsecond, Stop: r.stopReply.request()}
 }
 
@@ -150,6 +172,7 @@ type statusReply struct {
 	Now int64 `json:"now"`
 	Job *struct {
 		Region      string           `json:"region"` // null: none
+		Slots       int              `json:"slots"`
 		LastToken   int64            `json:"last_token"`
 		Attempts    int64            `json:"attempts"`
 		Crashes     int              `json:"crashes"`
@@ -170,7 +193,14 @@ type statusReply struct {
 			Finished   int64  `json:"finished"`
 		} `json:"o"`
 	} `json:"job"`
-	Run     *runReply `json:"run"`
+	Runs  []runReply `json:"runs"` // by slot
+	Queue []struct {
+		Worker string `json:"worker"`
+		Host   string `json:"host"`
+		PID    int    `json:"pid"`
+		Since  int64  `json:"since"`
+		Until  int64  `json:"until"`
+	} `json:"queue"`
 	History []struct {
 		At     int64  `json:"at"`
 		Kind   string `json:"kind"`
@@ -184,15 +214,20 @@ type statusReply struct {
 // status is the JobStatus the answer describes.
 func (r *statusReply) status(job string) *leasestore.JobStatus {
 	now := usTime(r.Now)
-	st := &leasestore.JobStatus{Job: job, State: leasestore.StateIdle, Now: now}
+	st := &leasestore.JobStatus{Job: job, State: leasestore.StateIdle, Now: now, Slots: 1}
 	for _, e := range r.History {
 		st.History = append(st.History, leasestore.Event{At: usTime(e.At), Kind: leasestore.EventKind(e.Kind),
 			Worker: e.Worker, Token: e.Token, Result: leasestore.Result(e.Result), Detail: e.Detail})
+	}
+	for _, w := range r.Queue {
+		st.Queue = append(st.Queue, leasestore.Waiter{Worker: w.Worker, Host: w.Host, PID: w.PID, Since: usTime(w.Since),
+			Until: usTime(w.Until)})
 	}
 	if j := r.Job; j != nil {
 		st.LastToken, st.Attempts, st.Crashes, st.MaxCrashes = j.LastToken, j.Attempts, j.Crashes, j.MaxCrashes
 		st.LastSuccess = usTime(j.LastSuccess)
 		st.Region = j.Region
+		st.Slots = max(j.Slots, 1)
 		st.Expect = expectation(j.ExpectEvery, j.ExpectGrace, j.ExpectSince)
 		if j.Quarantine != nil {
 			q := j.Quarantine.quarantine()
@@ -207,22 +242,29 @@ func (r *statusReply) status(job string) *leasestore.JobStatus {
 			}
 		}
 	}
-	switch run := r.Run; {
-	case run == nil:
-	case run.Live:
-		st.Holder = run.holder(job)
-		if st.State == leasestore.StateIdle {
-			st.State = leasestore.StateRunning
+	var crashed *runReply
+	for i := range r.Runs {
+		switch run := &r.Runs[i]; {
+		case run.Live:
+			st.Holders = append(st.Holders, *run.holder(job))
+		case run.Evidence && crashed == nil:
+			crashed = run
 		}
-	case run.Evidence:
+	}
+	if len(st.Holders) > 0 {
+		st.Holder = &st.Holders[0]
+	}
+	switch {
+	case st.State != leasestore.StateIdle:
+	case st.Holder != nil:
+		st.State = leasestore.StateRunning
+	case crashed != nil:
 		// An uncounted crash, reported as it would be counted; as the
-		// embedded store does, only when it is what the state shows.
-		if st.State == leasestore.StateIdle {
-			st.State = leasestore.StateCrashed
-			st.Crashed = &leasestore.Crash{Job: job, Holder: run.Holder, Host: run.Host, PID: run.PID, Token: run.Token,
-				Command: run.Command, StartedAt: usTime(run.Started), StaleSince: usTime(run.Expires), DetectedAt: now,
-				Crashes: st.Crashes + 1}
-		}
+		// rules do, only when it is what the state shows.
+		st.State = leasestore.StateCrashed
+		st.Crashed = &leasestore.Crash{Job: job, Holder: crashed.Holder, Host: crashed.Host, PID: crashed.PID,
+			Token: crashed.Token, Command: crashed.Command, StartedAt: usTime(crashed.Started),
+			StaleSince: usTime(crashed.Expires), DetectedAt: now, Crashes: st.Crashes + 1}
 	}
 	return st
 }

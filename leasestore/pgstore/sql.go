@@ -24,6 +24,8 @@ var (
 	tablesV3SQL string
 	//go:embed sql/tables_v4.sql
 	tablesV4SQL string
+	//go:embed sql/tables_v5.sql
+	tablesV5SQL string
 	//go:embed sql/lib.sql
 	libSQL string
 	//go:embed sql/acquire.sql
@@ -58,6 +60,8 @@ var (
 	expectSQL string
 	//go:embed sql/overdue.sql
 	overdueSQL string
+	//go:embed sql/leave.sql
+	leaveSQL string
 )
 
 // schemaVersion is the version of the schema this leasectl works with.
@@ -66,14 +70,18 @@ var (
 // regions, round trips and the holder that gave up on its grant
 // (sql/tables_v2.sql); version 3 an operator's request that a run stop,
 // and the outcome a history event carries (sql/tables_v3.sql); version 4
-// jobs' expectations, with an index by due time (sql/tables_v4.sql).
-const schemaVersion = 4
+// jobs' expectations, with an index by due time (sql/tables_v4.sql);
+// version 5 runs per slot and the queue of waiters (sql/tables_v5.sql).
+const schemaVersion = 5
 
 // tableSteps are the SQL that takes the tables from one version to the
 // next: tableSteps()[i] from version i to i+1. A step only ever adds to
-// the tables the steps before it made; it may drop the previous version's
-// functions, which every migration makes again.
-func tableSteps() []string { return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL, tablesV4SQL} }
+// the tables the steps before it made (version 5 widened the runs' key
+// from the job to the job and slot, every run kept in slot 0); it may drop
+// the previous version's functions, which every migration makes again.
+func tableSteps() []string {
+	return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL, tablesV4SQL, tablesV5SQL}
+}
 
 // functions are the SQL of the current version's functions. Every
 // migration replaces them all (CREATE OR REPLACE), after the table steps.
@@ -81,7 +89,7 @@ func functions() []string {
 	return []string{
 		libSQL, acquireSQL, renewSQL, releaseSQL, recordLateSQL, scanSQL, quarantineSQL, unquarantineSQL, stopSQL, jobsSQL,
 		statusSQL, leasesSQL, quarantinedSQL, countsSQL, checkTokenSQL,
-		expectSQL, overdueSQL,
+		expectSQL, overdueSQL, leaveSQL,
 	}
 }
 

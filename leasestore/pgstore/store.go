@@ -56,10 +56,13 @@ type Store struct {
 	sqlAcquire, sqlRenew, sqlRelease, sqlRecordLate, sqlScan, sqlQuarantine string
 	sqlUnquarantine, sqlStatus, sqlLeases, sqlQuarantined, sqlCounts        string
 	sqlCheckToken, sqlStop, sqlJobs                                         string
-	sqlExpect, sqlOverdue                                                   string
+	sqlExpect, sqlOverdue, sqlLeave                                         string
 }
 
-var _ leasestore.Store = (*Store)(nil)
+var (
+	_ leasestore.Store  = (*Store)(nil)
+	_ leasestore.Queuer = (*Store)(nil)
+)
 
 // prepareStatements writes the statement of each operation: a call of its
 // function in the namespace's schema, every argument cast to the
@@ -73,7 +76,7 @@ func (s *Store) prepareStatements() {
 		return "SELECT " + quoteIdent(schemaName(s.ns)) + "." + fn + "(" + strings.Join(args, ", ") + ")"
 	}
 	s.sqlAcquire = call("acquire", "integer", "text", "text", "text", "integer", "text[]", "bigint", "bigint", "integer", "bigint",
-		"text", "bigint", "bigint", "bigint")
+		"text", "bigint", "bigint", "bigint", "integer", "boolean")
 	s.sqlRenew = call("renew", "integer", "text", "text", "bigint", "bigint", "bigint")
 	s.sqlRelease = call("release", "integer", "text", "bigint", "text", "integer", "integer", "bigint", "text", "text")
 	s.sqlRecordLate = call("recordlate", "integer", "text", "text", "bigint", "text", "integer", "integer", "bigint", "text",
@@ -85,11 +88,12 @@ func (s *Store) prepareStatements() {
 	s.sqlLeases = call("leases", "integer")
 	s.sqlQuarantined = call("quarantined", "integer")
 	s.sqlCounts = call("counts", "integer")
-	s.sqlCheckToken = call("checktoken", "integer", "text")
+	s.sqlCheckToken = call("checktoken", "integer", "text", "bigint")
 	s.sqlStop = call("stop", "integer", "text", "text", "text")
 	s.sqlJobs = call("jobs", "integer", "text", "integer")
 	s.sqlExpect = call("expect", "integer", "text", "bigint", "bigint", "text", "text")
 	s.sqlOverdue = call("overdue", "integer")
+	s.sqlLeave = call("leave", "integer", "text", "text")
 }
 
 // Close closes the store's connections and its token feed, whose watches
@@ -112,6 +116,7 @@ func (s *Store) Close() error {
 func version() []byte               { return []byte(strconv.Itoa(schemaVersion)) }
 func integer(n int64) []byte        { return []byte(strconv.FormatInt(n, 10)) }
 func micros(d time.Duration) []byte { return integer(d.Microseconds()) }
+func boolean(b bool) []byte         { return []byte(strconv.FormatBool(b)) }
 
 // text checks that every s can be kept as PostgreSQL text: valid UTF-8
 // without NUL bytes. leasectl's own values always are; the check keeps a
@@ -162,7 +167,8 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	var a acquireReply
 	err := s.call(ctx, "acquire", s.sqlAcquire, &a, version(), []byte(req.Job), []byte(req.Holder), []byte(req.Host),
 		integer(int64(req.PID)), textArray(req.Command), micros(req.TTL), micros(req.EvidenceTTL),
-		integer(int64(req.MaxCrashes)), micros(req.MinInterval), []byte(req.Region), integer(deadline), every, grace)
+		integer(int64(req.MaxCrashes)), micros(req.MinInterval), []byte(req.Region), integer(deadline), every, grace,
+		integer(int64(req.Slots)), boolean(req.Wait))
 	if err != nil {
 		return nil, err
 	}
@@ -171,14 +177,16 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	case "gaveup":
 		return nil, fmt.Errorf("acquire job %q: worker %s gave up on it: %w", req.Job, req.Holder, leasestore.ErrLeaseLost)
 	case "ok":
-		l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: a.Token, Attempt: a.Attempt, TTL: req.TTL, GrantedAt: now}
+		l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: a.Token, Attempt: a.Attempt, Slot: a.Slot, TTL: req.TTL,
+			GrantedAt: now}
 		if a.Recovered != nil {
 			l.Recovered = a.Recovered.crash()
 		}
 		return l, nil
 	case "held":
-		return nil, &leasestore.HeldError{Job: req.Job, Holder: a.Holder, Host: a.Host, PID: a.PID, Token: a.Token,
-			Since: usTime(a.Since), ExpiresIn: usTime(a.Expires).Sub(now)}
+		return nil, a.held(req.Job, now)
+	case "slots":
+		return nil, &leasestore.SlotsError{Job: req.Job, Slots: a.Slots, Requested: max(req.Slots, 1)}
 	case "quarantined":
 		return nil, &leasestore.QuarantinedError{Quarantine: a.Quarantine.quarantine()}
 	case "region":
@@ -324,7 +332,8 @@ func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 	return r.status(job), nil
 }
 
-// Leases lists the live leases, ordered by job.
+// Leases lists the live leases, one per slot in use, ordered by job and
+// slot.
 func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	var r leasesReply
 	if err := s.call(ctx, "list leases", s.sqlLeases, &r, version()); err != nil {
@@ -350,18 +359,30 @@ func (s *Store) Counts(ctx context.Context) (leasestore.Counts, error) {
 	return leasestore.Counts{InFlight: r.InFlight, Quarantined: r.Quarantined}, nil
 }
 
-// CheckToken returns nil when token is job's current token and its lease is
-// live; see leasestore.Store.
+// CheckToken returns nil when token is a current fencing token of job: of
+// a job of one slot, its last token while that run is live; of a job of
+// several, the token of any live run. See leasestore.Store.
 func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
-	var r struct {
-		Current int64 `json:"current"`
-		Live    bool  `json:"live"`
-	}
-	if err := s.call(ctx, "check token", s.sqlCheckToken, &r, version(), []byte(job)); err != nil {
+	var r checkTokenReply
+	if err := s.call(ctx, "check token", s.sqlCheckToken, &r, version(), []byte(job), integer(token)); err != nil {
 		return err
 	}
-	if token == r.Current && r.Live {
+	if r.OK {
 		return nil
 	}
 	return &leasestore.StaleTokenError{Job: job, Token: token, Current: r.Current, Live: r.Live}
+}
+
+// MaxSlots is leasestore.MaxSlots: a job's runs are rows of their own,
+// each transition reads and writes those of its job; see
+// leasestore.Queuer.
+func (s *Store) MaxSlots() int { return leasestore.MaxSlots }
+
+// Leave takes holder out of job's queue of waiters; see leasestore.Queuer.
+func (s *Store) Leave(ctx context.Context, job, holder string) error {
+	if err := text(holder); err != nil {
+		return err
+	}
+	var ok bool
+	return s.call(ctx, "leave the queue", s.sqlLeave, &ok, version(), []byte(job), []byte(holder))
 }

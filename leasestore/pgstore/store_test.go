@@ -71,13 +71,13 @@ func (h harness) NewStore(t testing.TB) storetest.Fixture {
 		Open: func(t testing.TB) leasestore.Store { return openPG(t, h.srv.URL, ns) },
 		Wipe: func(t testing.TB) {
 			s := quoteIdent(ns)
-			execSQL(t, h.srv, fmt.Sprintf("TRUNCATE %s.jobs, %[1]s.runs, %[1]s.history", s))
+			execSQL(t, h.srv, fmt.Sprintf("TRUNCATE %s.jobs, %[1]s.runs, %[1]s.history, %[1]s.queue", s))
 		},
 	}
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true}
+	return storetest.Abilities{CommonHistoryWords: true, Slots: leasestore.MaxSlots}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{testPG.Get(t)}) }

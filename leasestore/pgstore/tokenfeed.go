@@ -242,11 +242,8 @@ func (f *tokenFeed) down() error {
 
 // Read reads job's state from the store.
 func (f *tokenFeed) Read(ctx context.Context, job string) (leasestore.TokenState, error) {
-	var r struct {
-		Current int64 `json:"current"`
-		Live    bool  `json:"live"`
-	}
-	if err := f.s.call(ctx, "watch tokens", f.s.sqlCheckToken, &r, version(), []byte(job)); err != nil {
+	var r checkTokenReply
+	if err := f.s.call(ctx, "watch tokens", f.s.sqlCheckToken, &r, version(), []byte(job), integer(0)); err != nil {
 		return leasestore.TokenState{}, err
 	}
 	return leasestore.TokenState{Job: job, Token: r.Current, Live: r.Live, Read: true}, nil

@@ -263,3 +263,27 @@ func testScanCountsEachSlot(t *testing.T, h fixture) {
 		t.Errorf("crashes %d, holders %v; want a's crash counted, b still holding", st.Crashes, workersOf(st.Holders))
 	}
 }
+
+func testStopEverySlot(t *testing.T, h fixture) {
+	s := client(t, h.Fixture)
+	h.queuer(t, s, 3)
+	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 3, false))
+	b := Acquire(t, s, slotRequest("job", "b", LongTTL, 3, false))
+	note := leasestore.Note{By: "alice", Reason: "bad deploy"}
+	if err := s.Stop(Ctx(t), "job", note); err != nil {
+		t.Fatalf("Stop of a job with two runs: %v", err)
+	}
+	st := Status(t, s, "job")
+	for _, l := range []*leasestore.Lease{a, b} {
+		if !hasEvent(st.History, leasestore.EventStop, l.Token) {
+			t.Errorf("no %s event of the run in slot %d: history %+v", leasestore.EventStop, l.Slot, st.History)
+		}
+		if err := s.Renew(Ctx(t), l); err != nil || l.Stop == nil || l.Stop.By != note.By {
+			t.Errorf("Renew of the run in slot %d after Stop = %v with stop %+v, want the request", l.Slot, err, l.Stop)
+		}
+	}
+	c := Acquire(t, s, slotRequest("job", "c", LongTTL, 3, false))
+	if err := s.Renew(Ctx(t), c); err != nil || c.Stop != nil {
+		t.Errorf("Renew of a run granted after the Stop = %v with stop %+v, want nil and none", err, c.Stop)
+	}
+}

@@ -103,6 +103,7 @@ func Run(t *testing.T, h Harness) {
 		{"WaiterLeaves", testWaiterLeaves},
 		{"CrashCountedWhileOthersWait", testCrashWhileOthersWait},
 		{"ScanCountsEachSlot", testScanCountsEachSlot},
+		{"StopEverySlot", testStopEverySlot},
 		{"FollowsTheRules", testFollowsTheRules},
 	}
 	for _, tc := range tests {

@@ -55,20 +55,21 @@ LANGUAGE sql STABLE AS $$
     'crashes', j.q_crashes, 'last_holder', j.q_last_holder, 'last_host', j.q_last_host)
 $$;
 
--- _count_crashes counts the runs of p_jobs as crashes, each exactly once
+-- _count_crashes counts runs as crashes, each exactly once
 -- (docs/semantics.md, Counting a crash): the run deleted, crash count + 1,
--- a crashed event, quarantine at the run's own threshold (a quarantined
--- event), waiters and token feeds notified. With p_expired, only runs whose liveness
--- expired at p_now count, and those whose evidence expired too are dropped
--- uncounted (Acquire, Scan); without it, the runs count whatever their
--- liveness (Release with result crashed). The caller holds the jobs' locks
+-- a crashed event, quarantine of the job as a whole at the run's own
+-- threshold (a quarantined event, at the first of the job's crashes that
+-- reaches it), waiters and token feeds notified. Without p_token, the runs
+-- of p_jobs whose liveness expired at p_now count, a job's by slot, and
+-- those whose evidence expired too are dropped uncounted (Scan); with it,
+-- the run of that token counts whatever its liveness (Acquire, one run at
+-- a time; Release with result crashed). The caller holds the jobs' locks
 -- and has read the clock. p_detail is the crashed events' detail; when
 -- NULL, it is semantics.md's words for a crash found by p_by (acquire,
--- scan). It is one statement, set by
--- set, so that a scan counts a thousand crashes in one go, in plpgsql, so
--- that a session (the reaper's) plans it once. Returns the crashes, a JSON
--- array ordered by liveness expiry.
-CREATE OR REPLACE FUNCTION @schema@._count_crashes(p_jobs text[], p_now timestamptz, p_expired boolean,
+-- scan). It is one statement, set by set, so that a scan counts a thousand
+-- crashes in one go, in plpgsql, so that a session (the reaper's) plans it
+-- once. Returns the crashes, a JSON array ordered by liveness expiry.
+CREATE OR REPLACE FUNCTION @schema@._count_crashes(p_jobs text[], p_now timestamptz, p_token bigint,
   p_detail text, p_by text) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -76,35 +77,45 @@ DECLARE
 BEGIN
   WITH gone AS (
     DELETE FROM @schema@.runs r
-    WHERE r.job = ANY (p_jobs) AND (NOT p_expired OR r.live_until <= p_now)
+    WHERE r.job = ANY (p_jobs) AND CASE WHEN p_token IS NULL THEN r.live_until <= p_now ELSE r.token = p_token END
     RETURNING r.*
-  ), crashed AS (
-    SELECT g.*, j.crashes + 1 AS crashes, j.events AS seq,
-      j.q_since IS NULL AND j.crashes + 1 >= g.max_crashes AS quarantine
+  ), numbered AS (
+    -- The n-th crash of a job in this statement, by slot, is its
+    -- crashes + n; it reaches the threshold if the job is not quarantined.
+    SELECT g.*, j.crashes + row_number() OVER w AS crashes, row_number() OVER w AS n, j.events,
+      j.q_since IS NULL AND j.crashes + row_number() OVER w >= g.max_crashes AS reaches
     FROM gone g JOIN @schema@.jobs j ON j.job = g.job
     WHERE g.evidence_until > p_now
+    WINDOW w AS (PARTITION BY g.job ORDER BY g.slot)
+  ), crashed AS (
+    -- Only the first crash that reaches it quarantines; each event after
+    -- that quarantined event comes one later.
+    SELECT c.*, c.reaches AND NOT c.behind AS quarantine, c.events + c.n + c.behind::integer AS seq
+    FROM (SELECT n.*, coalesce(bool_or(n.reaches) OVER (PARTITION BY n.job ORDER BY n.slot
+        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), false) AS behind
+      FROM numbered n) c
   ), counted AS (
-    UPDATE @schema@.jobs j SET crashes = c.crashes,
-      events = c.seq + CASE WHEN c.quarantine THEN 2 ELSE 1 END,
-      q_since = CASE WHEN c.quarantine THEN p_now ELSE j.q_since END,
-      q_by = CASE WHEN c.quarantine THEN 'leasectl' ELSE j.q_by END,
-      q_reason = CASE WHEN c.quarantine THEN format('%s consecutive crashes', c.crashes) ELSE j.q_reason END,
-      q_crashes = CASE WHEN c.quarantine THEN c.crashes ELSE j.q_crashes END,
-      q_last_holder = CASE WHEN c.quarantine THEN c.holder ELSE j.q_last_holder END,
-      q_last_host = CASE WHEN c.quarantine THEN c.host ELSE j.q_last_host END
-    FROM crashed c WHERE j.job = c.job
+    UPDATE @schema@.jobs j SET crashes = k.crashes, events = k.events,
+      q_since = CASE WHEN k.q_crashes IS NOT NULL THEN p_now ELSE j.q_since END,
+      q_by = CASE WHEN k.q_crashes IS NOT NULL THEN 'leasectl' ELSE j.q_by END,
+      q_reason = CASE WHEN k.q_crashes IS NOT NULL THEN format('%s consecutive crashes', k.q_crashes) ELSE j.q_reason END,
+      q_crashes = coalesce(k.q_crashes, j.q_crashes),
+      q_last_holder = CASE WHEN k.q_crashes IS NOT NULL THEN k.q_holder ELSE j.q_last_holder END,
+      q_last_host = CASE WHEN k.q_crashes IS NOT NULL THEN k.q_host ELSE j.q_last_host END
+    FROM (SELECT c.job, max(c.crashes) AS crashes, max(c.seq + c.quarantine::integer) AS events,
+        max(c.crashes) FILTER (WHERE c.quarantine) AS q_crashes, max(c.holder) FILTER (WHERE c.quarantine) AS q_holder,
+        max(c.host) FILTER (WHERE c.quarantine) AS q_host
+      FROM crashed c GROUP BY c.job) k
+    WHERE j.job = k.job
   ), recorded AS (
     INSERT INTO @schema@.history (job, seq, at, kind, worker, token, result, detail)
-    SELECT c.job, c.seq + 1, p_now, 'crashed', c.holder, c.token, CASE WHEN p_detail IS NOT NULL THEN 'crashed' END,
+    SELECT c.job, c.seq, p_now, 'crashed', c.holder, c.token, CASE WHEN p_detail IS NOT NULL THEN 'crashed' END,
       coalesce(p_detail,
       'supervisor vanished: liveness expired, found by ' || p_by)
     FROM crashed c
     UNION ALL
-    SELECT c.job, c.seq + 2, p_now, 'quarantined', c.holder, c.token, NULL, format('by leasectl: %s consecutive crashes', c.crashes)
+    SELECT c.job, c.seq + 1, p_now, 'quarantined', c.holder, c.token, NULL, format('by leasectl: %s consecutive crashes', c.crashes)
     FROM crashed c WHERE c.quarantine
-  ), trimmed AS (
-    DELETE FROM @schema@.history h USING crashed c
-    WHERE h.job = c.job AND h.seq <= c.seq + CASE WHEN c.quarantine THEN 2 ELSE 1 END - @history@
   )
   SELECT coalesce(json_agg(json_build_object('job', c.job, 'holder', c.holder, 'host', c.host, 'pid', c.pid,
       'token', c.token, 'command', c.command, 'started', @schema@._us(c.started), 'stale', @schema@._us(c.live_until),
@@ -112,5 +123,17 @@ BEGIN
   INTO v_crashes
   FROM (SELECT c.*, pg_notify(@schema@._channel(c.job), ''), @schema@._publish_token('e', c.token, c.job)
     FROM crashed c) c;
+  -- The history each job keeps, once this statement's events are in it.
+  DELETE FROM @schema@.history h USING @schema@.jobs j
+  WHERE h.job = ANY (p_jobs) AND j.job = h.job AND h.seq <= j.events - @history@;
   RETURN v_crashes;
 END $$;
+
+-- _refused is p_answer, an acquire's refusal other than held: p_holder
+-- will not wait for the job, and leaves its queue (docs/semantics.md,
+-- Acquire). The caller holds the job's lock.
+CREATE OR REPLACE FUNCTION @schema@._refused(p_job text, p_holder text, p_answer json) RETURNS json
+LANGUAGE sql AS $$
+  DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;
+  SELECT p_answer
+$$;

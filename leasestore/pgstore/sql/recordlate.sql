@@ -42,15 +42,19 @@ BEGIN
   v_now := clock_timestamp();
 
   -- A holder that gave up on its grant: its acquire, arriving later, is
-  -- refused (acquire.sql). Only the last one is kept.
-  IF p_token = 0 AND j.gave_up IS DISTINCT FROM p_holder THEN
-    UPDATE @schema@.jobs SET gave_up = p_holder WHERE job = p_job;
+  -- refused (acquire.sql), and it waits no more. Only the last one is kept.
+  IF p_token = 0 THEN
+    IF j.gave_up IS DISTINCT FROM p_holder THEN
+      UPDATE @schema@.jobs SET gave_up = p_holder WHERE job = p_job;
+    END IF;
+    DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;
   END IF;
 
   -- 1. The run's evidence is there: exactly a release (its waiters and the
   -- token feeds hear of it there).
   SELECT * INTO r FROM @schema@.runs
-  WHERE job = p_job AND holder = p_holder AND (p_token = 0 OR token = p_token) AND evidence_until > v_now;
+  WHERE job = p_job AND holder = p_holder AND (p_token = 0 OR token = p_token) AND evidence_until > v_now
+  ORDER BY slot LIMIT 1;
   IF FOUND THEN
     PERFORM @schema@.release(@version@, p_job, r.token, p_result, p_exit_code, p_signal, p_duration_ns, p_reason,
       p_detail);

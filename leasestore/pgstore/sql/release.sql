@@ -1,4 +1,5 @@
--- release: end a run with its outcome (docs/semantics.md, Release), in one
+-- release: end a run with its outcome, that of the run of the token, whatever
+-- its slot (docs/semantics.md, Release), in one
 -- transaction, the clock read once after the job's lock is taken.
 -- Parameters: schema version, job, token, result, exit code, signal,
 --   duration (ns), reason, the released or crashed event's detail.
@@ -32,13 +33,13 @@ BEGIN
     events = CASE WHEN p_result = 'crashed' THEN events ELSE events + 1 END
   WHERE job = p_job;
   IF p_result = 'crashed' THEN
-    PERFORM @schema@._count_crashes(ARRAY[p_job], v_now, false, p_detail, NULL);
+    PERFORM @schema@._count_crashes(ARRAY[p_job], v_now, r.token, p_detail, NULL);
     RETURN 'true';
   END IF;
   INSERT INTO @schema@.history (job, seq, at, kind, worker, token, result, detail)
   VALUES (p_job, j.events + 1, v_now, 'released', r.holder, r.token, p_result, p_detail);
   DELETE FROM @schema@.history WHERE job = p_job AND seq <= j.events + 1 - @history@;
-  DELETE FROM @schema@.runs WHERE job = p_job;
+  DELETE FROM @schema@.runs WHERE job = p_job AND slot = r.slot;
   PERFORM pg_notify(@schema@._channel(p_job), '');
   PERFORM @schema@._publish_token('e', r.token, p_job);
   RETURN 'true';

@@ -1,4 +1,5 @@
--- renew: extend a live lease (docs/semantics.md, Renew), in one
+-- renew: extend a live lease, that of one run of the job, whatever its
+-- slot (docs/semantics.md, Renew), in one
 -- transaction, the clock read once after the job's lock is taken.
 -- Parameters: schema version, job, holder, token, ttl (µs), the holder's
 --   last renewal round trip (µs; 0: not measured, the one kept stays).
@@ -35,7 +36,7 @@ BEGIN
   END IF;
   UPDATE @schema@.runs SET live_until = v_now + @schema@._micros(p_ttl_us), evidence_until = v_now + r.evidence_ttl,
     rtt_us = CASE WHEN p_rtt_us > 0 THEN p_rtt_us ELSE r.rtt_us END
-  WHERE job = p_job;
+  WHERE job = p_job AND slot = r.slot;
   IF r.stop_by IS NOT NULL THEN
     RETURN json_build_object('stop_by', r.stop_by, 'stop_reason', r.stop_reason, 'stop_at', @schema@._us(r.stop_at));
   END IF;

@@ -3,8 +3,9 @@
 -- expired, oldest first, with FOR UPDATE SKIP LOCKED: a job locked by
 -- another transaction (a reaper, an acquire) is left to it, so reapers on
 -- several hosts never wait for one another and count each crash once.
--- Each run with its evidence is counted as a crash; one whose evidence
--- expired too is dropped uncounted.
+-- Each run with its evidence is counted as a crash, a job's by slot; one
+-- whose evidence expired too is dropped uncounted. A job of several slots
+-- may appear once per expired run.
 -- Parameters: schema version, batch size.
 -- Returns {"now", "examined": runs locked, "crashes": [crash, ...]}.
 CREATE OR REPLACE FUNCTION @schema@.scan(p_version integer, p_batch integer) RETURNS json
@@ -25,5 +26,5 @@ BEGIN
   -- Runs that ended or were renewed since the index was read are left
   -- alone: _count_crashes reads them again, under the jobs' locks.
   RETURN json_build_object('now', @schema@._us(v_now), 'examined', coalesce(cardinality(v_jobs), 0),
-    'crashes', @schema@._count_crashes(coalesce(v_jobs, '{}'), v_now, true, NULL, 'scan'));
+    'crashes', @schema@._count_crashes(coalesce(v_jobs, '{}'), v_now, NULL, NULL, 'scan'));
 END $$;
