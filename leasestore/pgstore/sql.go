@@ -24,6 +24,10 @@ var (
 	tablesV3SQL string
 	//go:embed sql/tables_v4.sql
 	tablesV4SQL string
+	//go:embed sql/tables_v6.sql
+	tablesV6SQL string
+	//go:embed sql/notices.sql
+	noticesSQL string
 	//go:embed sql/lib.sql
 	libSQL string
 	//go:embed sql/acquire.sql
@@ -66,14 +70,19 @@ var (
 // regions, round trips and the holder that gave up on its grant
 // (sql/tables_v2.sql); version 3 an operator's request that a run stop,
 // and the outcome a history event carries (sql/tables_v3.sql); version 4
-// jobs' expectations, with an index by due time (sql/tables_v4.sql).
-const schemaVersion = 4
+// jobs' expectations, with an index by due time (sql/tables_v4.sql); the
+// next, the notices a reaper sends (sql/tables_v6.sql: version 6 once
+// version 5's step comes before it, a table of its own made only if
+// missing, so the two steps do not depend on each other).
+const schemaVersion = 5
 
 // tableSteps are the SQL that takes the tables from one version to the
 // next: tableSteps()[i] from version i to i+1. A step only ever adds to
 // the tables the steps before it made; it may drop the previous version's
 // functions, which every migration makes again.
-func tableSteps() []string { return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL, tablesV4SQL} }
+func tableSteps() []string {
+	return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL, tablesV4SQL, tablesV6SQL}
+}
 
 // functions are the SQL of the current version's functions. Every
 // migration replaces them all (CREATE OR REPLACE), after the table steps.
@@ -81,7 +90,7 @@ func functions() []string {
 	return []string{
 		libSQL, acquireSQL, renewSQL, releaseSQL, recordLateSQL, scanSQL, quarantineSQL, unquarantineSQL, stopSQL, jobsSQL,
 		statusSQL, leasesSQL, quarantinedSQL, countsSQL, checkTokenSQL,
-		expectSQL, overdueSQL,
+		expectSQL, overdueSQL, noticesSQL,
 	}
 }
 
