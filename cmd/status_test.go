@@ -55,7 +55,9 @@ func (s *stubStore) SettleNotice(context.Context, string, string, leasestore.Set
 	return leasestore.ErrNoticeNotHeld
 }
 
-func (s *stubStore) ListNotices(context.Context) ([]leasestore.Notice, error) { return s.notices, s.err }
+func (s *stubStore) ListNotices(context.Context) ([]leasestore.Notice, error) {
+	return s.notices, s.err
+}
 
 func (s *stubStore) Expect(_ context.Context, job string, x *leasestore.Expectation, note leasestore.Note) error {
 	if s.err != nil {
