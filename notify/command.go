@@ -38,7 +38,7 @@ func (c *Command) String() string {
 func (c *Command) Send(ctx context.Context, e Event) error {
 	body, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("%s: encode the event: %w", c, err)
+		return fmt.Errorf("encode the event: %w", err)
 	}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", c.line)
 	cmd.Stdin = bytes.NewReader(append(body, '\n'))
@@ -51,9 +51,9 @@ func (c *Command) Send(ctx context.Context, e Event) error {
 			msg = msg[i+1:]
 		}
 		if msg != "" {
-			return fmt.Errorf("%s: %w: %s", c, err, msg)
+			return fmt.Errorf("%w: %s", err, msg)
 		}
-		return fmt.Errorf("%s: %w", c, err)
+		return err
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -139,7 +140,7 @@ func (d *Deliverer) deliver(ctx context.Context, n leasestore.Notice) error {
 		err := s.Send(sctx, e)
 		cancel()
 		if err != nil {
-			failed = err
+			failed = fmt.Errorf("%s: %w", s, err)
 			break
 		}
 	}

@@ -40,16 +40,15 @@ func NewWebhook(raw string, format Format, client *http.Client, agent string) (*
 // String names the webhook by its scheme and host.
 func (w *Webhook) String() string { return "webhook " + w.name }
 
-// Send POSTs e; a 2xx answer is delivery. An error never holds the URL's
-// path or query.
+// Send POSTs e; a 2xx answer is delivery. An error never holds the URL.
 func (w *Webhook) Send(ctx context.Context, e Event) error {
 	body, err := e.Body(w.format)
 	if err != nil {
-		return fmt.Errorf("%s: encode the event: %w", w, err)
+		return fmt.Errorf("encode the event: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("%s: %w", w, errors.New("cannot build the request"))
+		return errors.New("cannot build the request")
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderIdempotencyKey, e.IdempotencyKey)
@@ -62,12 +61,12 @@ func (w *Webhook) Send(ctx context.Context, e Event) error {
 		if errors.As(err, &ue) {
 			err = ue.Err // its message repeats the whole URL
 		}
-		return fmt.Errorf("%s: %w", w, err)
+		return err
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s: HTTP %s", w, resp.Status)
+		return fmt.Errorf("HTTP %s", resp.Status)
 	}
 	return nil
 }
