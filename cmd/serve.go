@@ -72,7 +72,9 @@ live, after a login with a name and a token of the tokens file; operators
 also quarantine and release jobs, and stop their runs, from it.
 
 --reap-interval runs the reaper (scan --watch) in the same process, and
-serves its metrics at /metrics beside the registry's. SIGTERM or SIGINT
+serves its metrics at /metrics beside the registry's; with --notify-webhook
+or --notify-command it sends the store's events too, as scan --watch does
+(see leasectl scan --help). SIGTERM or SIGINT
 stops serve gracefully: long-polls are answered, requests in progress get
 10 s to finish.
 
