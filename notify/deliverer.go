@@ -51,9 +51,6 @@ type Deliverer struct {
 	Clock clock.Clock
 	// Log receives a line per failed delivery and per failed pass.
 	Log zerolog.Logger
-	// Delivered, when not nil, receives each notice once every sink took
-	// it, with the time it was sent (for the bench's delays).
-	Delivered func(n leasestore.Notice, at time.Time)
 
 	kickOnce sync.Once
 	kick     chan struct{}
@@ -99,8 +96,8 @@ func (d *Deliverer) Run(ctx context.Context, interval time.Duration) {
 }
 
 // Pass claims due notices and delivers them, batch after batch, until none
-// is due. A notice a sink refused is settled to be retried after its
-// backoff; Pass returns the store's failure, not the sinks'.
+// is due or a sink failed. A notice a sink refused is settled to be retried
+// after its backoff; Pass returns the store's failure, not the sinks'.
 func (d *Deliverer) Pass(ctx context.Context) error {
 	for {
 		batch := d.Batch
@@ -113,13 +110,16 @@ func (d *Deliverer) Pass(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		failed := false
 		for _, n := range list {
-			if err := d.deliver(ctx, n); err != nil {
+			sent, err := d.deliver(ctx, n)
+			if err != nil {
 				return err
 			}
+			failed = failed || !sent
 		}
-		if len(list) < batch {
-			return nil
+		if len(list) < batch || failed {
+			return nil // a sink failing is tried again at the next pass
 		}
 	}
 }
@@ -131,8 +131,9 @@ func (d *Deliverer) timeout() time.Duration {
 	return d.Timeout
 }
 
-// deliver sends n to every sink and settles it.
-func (d *Deliverer) deliver(ctx context.Context, n leasestore.Notice) error {
+// deliver sends n to every sink and settles it; it reports whether every
+// sink took it.
+func (d *Deliverer) deliver(ctx context.Context, n leasestore.Notice) (bool, error) {
 	e := EventOf(n, d.Namespace)
 	var failed error
 	for _, s := range d.Sinks {
@@ -145,7 +146,7 @@ func (d *Deliverer) deliver(ctx context.Context, n leasestore.Notice) error {
 		}
 	}
 	if ctx.Err() != nil {
-		return ctx.Err() // the claim lapses; another pass sends it
+		return false, ctx.Err() // the claim lapses; another pass sends it
 	}
 	s := leasestore.Settlement{Sent: failed == nil}
 	if failed != nil {
@@ -156,12 +157,9 @@ func (d *Deliverer) deliver(ctx context.Context, n leasestore.Notice) error {
 	err := d.Store.SettleNotice(ctx, n.Key, d.Owner, s)
 	if errors.Is(err, leasestore.ErrNoticeNotHeld) {
 		d.Log.Info().Str("notice", n.Key).Msg("the notice's claim was taken over by another reaper before it was settled")
-		return nil
+		return failed == nil, nil
 	}
-	if err == nil && failed == nil && d.Delivered != nil {
-		d.Delivered(n, d.clock().Now())
-	}
-	return err
+	return failed == nil, err
 }
 
 // Backoff is the delay before the next attempt of a notice tried attempts

@@ -319,3 +319,30 @@ func keys(m map[string]int) []string {
 	slices.Sort(out)
 	return out
 }
+
+// A pass whose sink fails stops claiming after that batch, even when its
+// notices are due again at once: a sink that is down costs a batch per
+// pass, not a loop.
+func TestFailingSinkCostsABatchPerPass(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	rcv := newReceiver(t)
+	rcv.down.Store(true)
+	var put []leasestore.Notice
+	for i := range 7 {
+		put = append(put, leasestore.Notice{Key: fmt.Sprintf("crash/j/%d", i), Kind: leasestore.NoticeCrash, Job: "j", At: time.Now()})
+	}
+	if err := s.PutNotices(storetest.Ctx(t), put); err != nil {
+		t.Fatal(err)
+	}
+	d := deliverer(s, "reaper", webhook(t, rcv.URL, FormatJSON))
+	d.Batch = 3
+	if err := d.Pass(storetest.Ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	rcv.mu.Lock()
+	refused := rcv.refused
+	rcv.mu.Unlock()
+	if refused != 3 {
+		t.Errorf("a pass with the sink down tried %d deliveries, want one batch of 3", refused)
+	}
+}
