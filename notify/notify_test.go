@@ -346,3 +346,50 @@ func TestFailingSinkCostsABatchPerPass(t *testing.T) {
 		t.Errorf("a pass with the sink down tried %d deliveries, want one batch of 3", refused)
 	}
 }
+
+// A hung sink never delays crash counting: while the Deliverer waits on it,
+// the reaper's passes go on, count the next crash and record its notice.
+func TestHungSinkDoesNotDelayTheReaper(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	stuck := &blocking{entered: make(chan struct{}, 8)}
+	d := deliverer(s, "reaper", stuck)
+	d.Timeout = time.Hour
+	ctx, cancel := context.WithCancel(storetest.Ctx(t))
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx, time.Hour) }()
+	defer func() { cancel(); <-done }()
+	reaper := &inspect.Reaper{Store: s, RecordNotices: true, Recorded: d.Kick}
+
+	crashOnce(t, s, "first", 3)
+	if crashes, err := reaper.Pass(storetest.Ctx(t)); err != nil || len(crashes) != 1 {
+		t.Fatalf("first pass: %v, %v", crashes, err)
+	}
+	select {
+	case <-stuck.entered:
+	case <-time.After(storetest.HangGuard):
+		t.Fatal("the first crash's notice never reached the sink")
+	}
+	crashOnce(t, s, "second", 3)
+	start := time.Now()
+	crashes, err := reaper.Pass(storetest.Ctx(t))
+	if err != nil || len(crashes) != 1 || crashes[0].Job != "second" {
+		t.Fatalf("the pass while the sink hangs: %v, %v; want the second crash counted", crashes, err)
+	}
+	if took := time.Since(start); took > storetest.HangGuard {
+		t.Errorf("the pass while the sink hangs took %s", took)
+	}
+	kept, err := s.ListNotices(storetest.Ctx(t))
+	if err != nil || len(kept) != 2 {
+		t.Errorf("notices kept while the sink hangs: %v, %v; want both crashes", kept, err)
+	}
+}
+
+// blocking is a sink that hangs until its attempt is given up.
+type blocking struct{ entered chan struct{} }
+
+func (b *blocking) Send(ctx context.Context, _ Event) error {
+	b.entered <- struct{}{}
+	<-ctx.Done()
+	return ctx.Err()
+}
+func (b *blocking) String() string { return "blocking sink" }

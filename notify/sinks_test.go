@@ -105,12 +105,6 @@ func TestCommandSink(t *testing.T) {
 	}
 }
 
-// hung is a sink that never answers until its attempt's time is up.
-type hung struct{}
-
-func (hung) Send(ctx context.Context, _ Event) error { <-ctx.Done(); return ctx.Err() }
-func (hung) String() string                          { return "hung sink" }
-
 // A hung sink costs each notice its timeout, then the notice is due again
 // later, its error kept: delivery moves on.
 func TestHungSinkIsBoundedByItsTimeout(t *testing.T) {
@@ -118,7 +112,7 @@ func TestHungSinkIsBoundedByItsTimeout(t *testing.T) {
 	if err := s.PutNotices(storetest.Ctx(t), []leasestore.Notice{{Key: "crash/j/1", Kind: leasestore.NoticeCrash, Job: "j", At: time.Now()}}); err != nil {
 		t.Fatal(err)
 	}
-	d := deliverer(s, "reaper", hung{})
+	d := deliverer(s, "reaper", &blocking{entered: make(chan struct{}, 1)})
 	d.Timeout, d.Backoff, d.MaxBackoff = 50*time.Millisecond, time.Hour, time.Hour
 	start := time.Now()
 	if err := d.Pass(storetest.Ctx(t)); err != nil {
@@ -131,7 +125,7 @@ func TestHungSinkIsBoundedByItsTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := kept[0]; n.Sent() || !strings.Contains(n.LastError, "hung sink") || n.NextAt.Before(time.Now().Add(30*time.Minute)) {
+	if n := kept[0]; n.Sent() || !strings.Contains(n.LastError, "blocking sink") || n.NextAt.Before(time.Now().Add(30*time.Minute)) {
 		t.Errorf("notice after a hung sink: sent %v, error %q, next at %s; want unsent, the sink named, retried in about an hour",
 			n.Sent(), n.LastError, n.NextAt)
 	}
