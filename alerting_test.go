@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,12 +12,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/leasectl/leasectl/internal/testenv"
+	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/notify"
 )
 
@@ -138,4 +141,27 @@ func TestReadmeNotificationExamples(t *testing.T) {
 	}
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	p.Exit()
+}
+
+// The figures README's notifications give are the code's.
+func TestReadmeNotificationFigures(t *testing.T) {
+	text := strings.Join(strings.Fields(section(t, "README.md", "## Alerting")), " ")
+	for _, want := range []string{
+		fmt.Sprintf("`--notify-timeout` (%d s)", notify.DefaultTimeout/time.Second),
+		fmt.Sprintf("after %d s, doubling up to %d minutes", notify.DefaultBackoff/time.Second, notify.DefaultMaxBackoff/time.Minute),
+		fmt.Sprintf("keeps events %d days, at most %s", leasestore.NoticeRetention/(24*time.Hour), thousands(leasestore.NoticeCap)),
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("README's Alerting does not say %q", want)
+		}
+	}
+}
+
+// thousands writes n with a comma every three digits.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
