@@ -26,6 +26,9 @@ type NotifyOptions struct {
 	Command  string
 	Format   string
 	Timeout  time.Duration
+
+	// sinks are built by validate.
+	sinks []notify.Sink
 }
 
 // notifyHelp is what the reaper's help says of notifications.
@@ -46,9 +49,6 @@ func (o *NotifyOptions) addFlags(fl *pflag.FlagSet) {
 	fl.DurationVar(&o.Timeout, "notify-timeout", notify.DefaultTimeout, "how long one sink may take with one event")
 }
 
-// enabled reports whether a sink is configured.
-func (o *NotifyOptions) enabled() bool { return len(o.Webhooks) > 0 || o.Command != "" }
-
 // changed names a --notify-* flag set on fl, if any.
 func (o *NotifyOptions) changed(fl *pflag.FlagSet) string {
 	for _, name := range []string{"notify-webhook", "notify-command", "notify-format", "notify-timeout"} {
@@ -59,55 +59,51 @@ func (o *NotifyOptions) changed(fl *pflag.FlagSet) string {
 	return ""
 }
 
-// sinks validates the flags and builds the sinks; the error is one line,
-// without the webhooks' paths.
-func (o *NotifyOptions) sinks() ([]notify.Sink, error) {
+// validate checks the flags and builds the sinks, before any I/O; the
+// error is one line, without the webhooks' URLs.
+func (o *NotifyOptions) validate() error {
 	if !slices.Contains(notify.Formats, notify.Format(o.Format)) {
-		return nil, fmt.Errorf("invalid --notify-format %q: want json or slack", o.Format)
+		return fmt.Errorf("invalid --notify-format %q: want json or slack", o.Format)
 	}
 	if o.Timeout <= 0 {
-		return nil, fmt.Errorf("invalid --notify-timeout %s: it must be positive", o.Timeout)
+		return fmt.Errorf("invalid --notify-timeout %s: it must be positive", o.Timeout)
 	}
 	var sinks []notify.Sink
 	for i, raw := range o.Webhooks {
 		w, err := notify.NewWebhook(raw, notify.Format(o.Format), nil, "leasectl/"+version)
 		if err != nil {
 			// Not even redacted: a webhook's path is often its secret.
-			return nil, fmt.Errorf("--notify-webhook number %d: %w", i+1, err)
+			return fmt.Errorf("--notify-webhook number %d: %w", i+1, err)
 		}
 		sinks = append(sinks, w)
 	}
 	if o.Command != "" {
 		c, err := notify.NewCommand(o.Command)
 		if err != nil {
-			return nil, fmt.Errorf("--notify-command: %w", err)
+			return fmt.Errorf("--notify-command: %w", err)
 		}
 		sinks = append(sinks, c)
 	}
-	return sinks, nil
+	o.sinks = sinks
+	return nil
 }
 
-// startNotifier makes reaper record notices, and, when sinks are
-// configured, starts delivering them beside the reaper's passes every
-// interval. The returned func waits for the delivery to end once ctx is
-// done.
+// startNotifier makes reaper record notices, and, when validate built
+// sinks, starts delivering them beside the reaper's passes every interval.
+// The returned func waits for the delivery to end once ctx is done.
 func (o *NotifyOptions) startNotifier(ctx context.Context, store leasestore.Store, reaper *inspect.Reaper, namespace string,
-	interval time.Duration, log zerolog.Logger) (wait func(), err error) {
+	interval time.Duration, log zerolog.Logger) (wait func()) {
 	reaper.RecordNotices = true
 	reaper.NoticeFailed = noticeFailed(log)
-	if !o.enabled() {
-		return func() {}, nil
-	}
-	sinks, err := o.sinks()
-	if err != nil {
-		return nil, err
+	if len(o.sinks) == 0 {
+		return func() {}
 	}
 	host, _ := os.Hostname()
-	d := &notify.Deliverer{Store: store, Sinks: sinks, Owner: host + ":" + strconv.Itoa(os.Getpid()), Namespace: namespace,
+	d := &notify.Deliverer{Store: store, Sinks: o.sinks, Owner: host + ":" + strconv.Itoa(os.Getpid()), Namespace: namespace,
 		Timeout: o.Timeout, Log: log}
 	reaper.Recorded = d.Kick
-	names := make([]string, len(sinks))
-	for i, s := range sinks {
+	names := make([]string, len(o.sinks))
+	for i, s := range o.sinks {
 		names[i] = s.String()
 	}
 	log.Info().Strs("sinks", names).Msg("sending notices to " + strings.Join(names, ", "))
@@ -117,7 +113,7 @@ func (o *NotifyOptions) startNotifier(ctx context.Context, store leasestore.Stor
 		defer wg.Done()
 		d.Run(ctx, interval)
 	}()
-	return wg.Wait, nil
+	return wg.Wait
 }
 
 // noticeFailed logs a failure to record notices: once, for a registry

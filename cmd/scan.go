@@ -151,7 +151,7 @@ func validateScan(c *cobra.Command, opts *ScanOptions) error {
 			}
 		}
 	}
-	if _, err := opts.Notify.sinks(); err != nil {
+	if err := opts.Notify.validate(); err != nil {
 		return err
 	}
 	for _, name := range []string{"overdue", "fail-on"} {
@@ -246,11 +246,7 @@ func scanWatch(ctx context.Context, opts *ScanOptions) (err error) {
 		return nil
 	}
 	reaper.Unsupported = noOverdue(log)
-	waitNotify, err := opts.Notify.startNotifier(ctx, s, reaper, opts.Namespace, opts.Interval, log)
-	if err != nil {
-		return err
-	}
-	defer waitNotify()
+	defer opts.Notify.startNotifier(ctx, s, reaper, opts.Namespace, opts.Interval, log)()
 	werr := reaper.Watch(ctx, ticker.C, p.CrashStream,
 		func(err error) { log.Error().Err(err).Msg("scan pass failed; retrying at the next interval") })
 	cancel()

@@ -136,7 +136,7 @@ func validateServe(opts *ServeOptions) error {
 	case opts.RateLimit < 0:
 		return fmt.Errorf("invalid --rate-limit %g: it must be 0 (no limit) or more", opts.RateLimit)
 	}
-	if _, err := opts.Notify.sinks(); err != nil {
+	if err := opts.Notify.validate(); err != nil {
 		return err
 	}
 	if u, err := url.Parse(opts.Globals.Store); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
@@ -265,13 +265,7 @@ func reap(ctx context.Context, store leasestore.Store, m *inspect.Metrics, opts 
 	reaper := &inspect.Reaper{Store: store, Metrics: m, PassTimeout: max(interval, minPassTimeout),
 		OnOverdue:   func(c inspect.OverdueChange) error { logOverdue(log, c); return nil },
 		Unsupported: noOverdue(log)}
-	waitNotify, err := opts.Notify.startNotifier(ctx, store, reaper, opts.Globals.Namespace, interval, log)
-	if err != nil {
-		log.Error().Err(err).Msg("cannot send notices")
-	}
-	if waitNotify != nil {
-		defer waitNotify()
-	}
+	defer opts.Notify.startNotifier(ctx, store, reaper, opts.Globals.Namespace, interval, log)()
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	log.Info().Dur("interval", interval).Msg("reaping crashed jobs")
