@@ -100,7 +100,14 @@ func TestReadmeNamesEverySchemaStep(t *testing.T) {
 		t.Fatalf("found schema versions %v (%v)", tables, err)
 	}
 	text := strings.Join(strings.Fields(section(t, "README.md", "## Pointing it at PostgreSQL")), " ")
-	for v := 2; v <= len(tables); v++ {
+	for _, file := range tables {
+		v, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(file), "tables_v"), ".sql"))
+		if err != nil {
+			t.Fatalf("schema step %s is not named tables_vN.sql", file)
+		}
+		if v == 1 {
+			continue
+		}
 		if !regexp.MustCompile(`[Vv]ersion ` + strconv.Itoa(v) + ` \(`).MatchString(text) {
 			t.Errorf("README's PostgreSQL section does not name schema version %d among the steps that stop an older leasectl's runs", v)
 		}

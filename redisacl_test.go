@@ -48,9 +48,10 @@ func readmeACL(t *testing.T) (acl []string, minReplicas, cluster string) {
 }
 
 // clientCommands are the commands leasectl itself sends, beyond those its
-// Lua scripts run: the scripts (EVAL when the server lost them), and for
-// --wait the subscription and go-redis's health check on it.
-var clientCommands = []string{"+evalsha", "+eval", "+subscribe", "+ping"}
+// Lua scripts run: the scripts (EVAL when the server lost them), for
+// --wait the subscription and go-redis's health check on it, and for the
+// notices those the compare-and-swap script does not (HGET it runs too).
+var clientCommands = []string{"+evalsha", "+eval", "+subscribe", "+ping", "+hsetnx", "+hvals"}
 
 // TestReadmeACLGrantsWhatTheScriptsRunAndNoMore compares the commands the
 // README's ACL grants with those leasectl sends and its Lua scripts run:

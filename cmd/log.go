@@ -96,6 +96,7 @@ func newLogger(w io.Writer, format string, color bool, level zerolog.Level) zero
 var durationFields = map[string]bool{
 	"duration": true, "max_runtime": true, "grace": true, "left": true, "expires_in": true,
 	"safety": true, "rtt": true, "margin": true, "heartbeat": true, "interval": true, "late_by": true,
+	"retry_in": true,
 }
 
 // consoleFields readies a log record's fields for a person: a duration

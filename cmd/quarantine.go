@@ -219,6 +219,7 @@ func quarantineReleaseRun(ctx context.Context, opts *QuarantineOptions) error {
 		if err != nil {
 			return fmt.Errorf("release job %q from quarantine: %w", opts.Job, err)
 		}
+		recordNotice(ctx, opts.IO, s, leasestore.QuarantineNotice(opts.Job, true, leasestore.Note{By: opts.By, Reason: opts.Reason}, opts.Now()))
 		return printer(opts.IO, opts.JSON, opts.Now()).Action(inspect.Action{
 			Job: opts.Job, Action: inspect.ActionReleased, By: opts.By, Reason: opts.Reason, At: opts.Now(),
 		})
@@ -268,6 +269,7 @@ func quarantineAddRun(ctx context.Context, opts *QuarantineOptions) error {
 		if err := s.Quarantine(ctx, opts.Job, leasestore.Note{By: opts.By, Reason: opts.Reason}); err != nil {
 			return fmt.Errorf("quarantine job %q: %w", opts.Job, err)
 		}
+		recordNotice(ctx, opts.IO, s, leasestore.QuarantineNotice(opts.Job, false, leasestore.Note{By: opts.By, Reason: opts.Reason}, opts.Now()))
 		return printer(opts.IO, opts.JSON, opts.Now()).Action(inspect.Action{
 			Job: opts.Job, Action: inspect.ActionQuarantined, By: opts.By, Reason: opts.Reason, At: opts.Now(),
 		})

@@ -256,6 +256,7 @@ func runRun(ctx context.Context, opts *RunOptions) error {
 			return child.Start(env, pgid)
 		},
 		Watchdog:    watchdog,
+		Notices:     store,
 		Signals:     sigs,
 		OnWait:      status.show,
 		WatchExit:   supervise.WatchExit,

@@ -48,12 +48,15 @@ type ScanOptions struct {
 	// FailOn names what makes a single scan exit exitFound: "crashed",
 	// "overdue", "quarantined".
 	FailOn []string
+	// Namespace is the events' namespace field.
+	Namespace string
+	Notify    NotifyOptions
 }
 
 // NewCmdScan builds `leasectl scan`. runF, when not nil, replaces the
 // command's work, so a test can stop after flag parsing.
 func NewCmdScan(f *Factory, runF func(*ScanOptions) error) *cobra.Command {
-	opts := &ScanOptions{IO: f.IO, Now: f.Now, OpenStore: f.OpenStore, Logger: f.Logger, Outbox: f.hostOutbox}
+	opts := &ScanOptions{IO: f.IO, Now: f.Now, OpenStore: f.OpenStore, Logger: f.Logger, Outbox: f.hostOutbox, Namespace: f.Globals.Namespace}
 	c := &cobra.Command{
 		Use:   "scan [--overdue] [--fail-on WHAT] [--watch [--interval D] [--metrics-addr ADDR]]",
 		Short: "Find crashed runs, count each crash once, quarantine poison jobs",
@@ -98,6 +101,8 @@ leasectl_job_expected_interval_seconds, leasectl_job_overdue,
 leasectl_job_consecutive_crashes, leasectl_job_quarantined and
 leasectl_job_lease_lost_total. Each pass then also reads those jobs'
 statuses.
+
+` + notifyHelp + `
 ` + outputHelp + `
 
 Exit status: 0 whether crashes were found or not (also after SIGTERM or
@@ -107,7 +112,8 @@ bad flags, 69 if the store is unreachable (a single scan only), 1 if
 		Example: `  leasectl scan
   leasectl scan --json | jq -r '.[] | select(.quarantined) | .job'
   leasectl scan --overdue --fail-on overdue,quarantined
-  leasectl scan --watch --interval 5s --metrics-addr 127.0.0.1:9465`,
+  leasectl scan --watch --interval 5s --metrics-addr 127.0.0.1:9465
+  leasectl scan --watch --notify-webhook https://hooks.example.com/leasectl --notify-command 'logger -t leasectl'`,
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if err := validateScan(c, opts); err != nil {
@@ -125,6 +131,7 @@ bad flags, 69 if the store is unreachable (a single scan only), 1 if
 	c.Flags().BoolVar(&opts.JSON, "json", false, jsonFlagHelp)
 	c.Flags().BoolVar(&opts.Overdue, "overdue", false, "list the overdue jobs on stdout too, after the crashes")
 	c.Flags().StringSliceVar(&opts.FailOn, "fail-on", nil, "exit 81 when the scan finds any of these: crashed, overdue, quarantined (comma-separated)")
+	opts.Notify.addFlags(c.Flags())
 	return c
 }
 
@@ -138,11 +145,14 @@ func (opts *ScanOptions) outbox() *outbox.Box {
 
 func validateScan(c *cobra.Command, opts *ScanOptions) error {
 	if !opts.Watch {
-		for _, name := range []string{"interval", "metrics-addr"} {
-			if c.Flags().Changed(name) {
+		for _, name := range []string{"interval", "metrics-addr", opts.Notify.changed(c.Flags())} {
+			if name != "" && c.Flags().Changed(name) {
 				return fmt.Errorf("--%s needs --watch", name)
 			}
 		}
+	}
+	if err := opts.Notify.validate(); err != nil {
+		return err
 	}
 	for _, name := range []string{"overdue", "fail-on"} {
 		if opts.Watch && c.Flags().Changed(name) {
@@ -236,6 +246,7 @@ func scanWatch(ctx context.Context, opts *ScanOptions) (err error) {
 		return nil
 	}
 	reaper.Unsupported = noOverdue(log)
+	defer opts.Notify.startNotifier(ctx, s, reaper, opts.Namespace, opts.Interval, log)()
 	werr := reaper.Watch(ctx, ticker.C, p.CrashStream,
 		func(err error) { log.Error().Err(err).Msg("scan pass failed; retrying at the next interval") })
 	cancel()

@@ -21,7 +21,9 @@ var failOnChoices = []string{"crashed", "overdue", "quarantined"}
 // overdue jobs fails (a registry older than expectations), the scan goes
 // on with a warning, unless --overdue or --fail-on overdue asked for them.
 func scanOnce(ctx context.Context, opts *ScanOptions, s leasestore.Store) error {
-	reaper := &inspect.Reaper{Store: s}
+	reaper := &inspect.Reaper{Store: s, RecordNotices: true, NoticeFailed: func(err error) {
+		fmt.Fprintf(opts.IO.ErrOut, "leasectl: warning: %v\n", err)
+	}}
 	crashes, err := reaper.Pass(ctx)
 	if err != nil {
 		return err

@@ -38,6 +38,7 @@ type ServeOptions struct {
 	TLSCert, TLSKey, ClientCA string
 	ReapInterval              time.Duration
 	RateLimit                 float64
+	Notify                    NotifyOptions
 }
 
 // NewCmdServe builds `leasectl serve`. runF, when not nil, replaces the
@@ -71,7 +72,9 @@ live, after a login with a name and a token of the tokens file; operators
 also quarantine and release jobs, and stop their runs, from it.
 
 --reap-interval runs the reaper (scan --watch) in the same process, and
-serves its metrics at /metrics beside the registry's. SIGTERM or SIGINT
+serves its metrics at /metrics beside the registry's; with --notify-webhook
+or --notify-command it sends the store's events too, as scan --watch does
+(see leasectl scan --help). SIGTERM or SIGINT
 stops serve gracefully: long-polls are answered, requests in progress get
 10 s to finish.
 
@@ -91,6 +94,9 @@ file that cannot be used, 1 if it cannot listen.`,
 			if err := validateServe(opts); err != nil {
 				return usageError(err)
 			}
+			if name := opts.Notify.changed(c.Flags()); name != "" && opts.ReapInterval == 0 {
+				return usageError(fmt.Errorf("--%s needs --reap-interval: the reaper sends the notices", name))
+			}
 			if runF != nil {
 				return runF(opts)
 			}
@@ -105,6 +111,7 @@ file that cannot be used, 1 if it cannot listen.`,
 	fl.StringVar(&opts.ClientCA, "client-ca", "", "require client certificates signed by this CA (PEM); needs TLS")
 	fl.DurationVar(&opts.ReapInterval, "reap-interval", 0, "also run the reaper every this long, with its metrics at /metrics (default: off)")
 	fl.Float64Var(&opts.RateLimit, "rate-limit", defaultRateLimit, "requests a second one client address may make, bursts of twice as many; 0: no limit")
+	opts.Notify.addFlags(fl)
 	_ = c.MarkFlagRequired("listen")
 	_ = c.MarkFlagRequired("tokens")
 	return c
@@ -128,6 +135,9 @@ func validateServe(opts *ServeOptions) error {
 		return fmt.Errorf("invalid --reap-interval %s: it must be positive", opts.ReapInterval)
 	case opts.RateLimit < 0:
 		return fmt.Errorf("invalid --rate-limit %g: it must be 0 (no limit) or more", opts.RateLimit)
+	}
+	if err := opts.Notify.validate(); err != nil {
+		return err
 	}
 	if u, err := url.Parse(opts.Globals.Store); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
 		return fmt.Errorf("--store %s is a registry: serve fronts a store (file://, redis://, ...)", leasestore.Redact(opts.Globals.Store))
@@ -198,7 +208,7 @@ func serveRun(ctx context.Context, opts *ServeOptions) (err error) {
 	if opts.ReapInterval > 0 {
 		go func() {
 			defer close(reaped)
-			reap(ctx, store, reaperMetrics, opts.ReapInterval, log)
+			reap(ctx, store, reaperMetrics, opts, log)
 		}()
 	} else {
 		close(reaped)
@@ -250,10 +260,12 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, path string, srv *re
 
 // reap runs the reaper every interval until ctx is done, logging what it
 // counts.
-func reap(ctx context.Context, store leasestore.Store, m *inspect.Metrics, interval time.Duration, log zerolog.Logger) {
+func reap(ctx context.Context, store leasestore.Store, m *inspect.Metrics, opts *ServeOptions, log zerolog.Logger) {
+	interval := opts.ReapInterval
 	reaper := &inspect.Reaper{Store: store, Metrics: m, PassTimeout: max(interval, minPassTimeout),
 		OnOverdue:   func(c inspect.OverdueChange) error { logOverdue(log, c); return nil },
 		Unsupported: noOverdue(log)}
+	defer opts.Notify.startNotifier(ctx, store, reaper, opts.Globals.Namespace, interval, log)()
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	log.Info().Dur("interval", interval).Msg("reaping crashed jobs")

@@ -35,7 +35,28 @@ type stubStore struct {
 	current     int64 // CheckToken: the current live token
 	notes       map[string]leasestore.Note
 	overdue     []leasestore.Overdue
+	notices     []leasestore.Notice // put, in order
 	closed      bool
+}
+
+func (s *stubStore) PutNotices(_ context.Context, notices []leasestore.Notice) error {
+	if s.err != nil {
+		return s.err
+	}
+	s.notices = append(s.notices, notices...)
+	return nil
+}
+
+func (s *stubStore) ClaimNotices(context.Context, string, int, time.Duration) ([]leasestore.Notice, error) {
+	return nil, s.err
+}
+
+func (s *stubStore) SettleNotice(context.Context, string, string, leasestore.Settlement) error {
+	return leasestore.ErrNoticeNotHeld
+}
+
+func (s *stubStore) ListNotices(context.Context) ([]leasestore.Notice, error) {
+	return s.notices, s.err
 }
 
 func (s *stubStore) Expect(_ context.Context, job string, x *leasestore.Expectation, note leasestore.Note) error {

@@ -25,6 +25,8 @@ type fakeStore struct {
 	fail error
 	// scans counts Scan calls.
 	scans int
+	// notices are the notices put, in the order of their first put.
+	notices []leasestore.Notice
 }
 
 type fakeJob struct {
@@ -365,6 +367,34 @@ func (s *fakeStore) WatchTokens(context.Context, string, func(leasestore.TokenSt
 
 func (s *fakeStore) SyncTokens(context.Context) error {
 	return errors.New("fake store: SyncTokens is not supported")
+}
+
+func (s *fakeStore) PutNotices(_ context.Context, notices []leasestore.Notice) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return s.fail
+	}
+	for _, n := range notices {
+		if !slices.ContainsFunc(s.notices, func(k leasestore.Notice) bool { return k.Key == n.Key }) {
+			s.notices = append(s.notices, n)
+		}
+	}
+	return nil
+}
+
+func (s *fakeStore) ListNotices(context.Context) ([]leasestore.Notice, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.notices), s.fail
+}
+
+func (s *fakeStore) ClaimNotices(context.Context, string, int, time.Duration) ([]leasestore.Notice, error) {
+	return nil, errors.New("fake store: ClaimNotices is not supported")
+}
+
+func (s *fakeStore) SettleNotice(context.Context, string, string, leasestore.Settlement) error {
+	return errors.New("fake store: SettleNotice is not supported")
 }
 
 func (s *fakeStore) Close() error { return nil }

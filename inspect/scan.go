@@ -35,6 +35,18 @@ type Reaper struct {
 	// Now is the reaper's clock, which stamps its last successful pass for
 	// Metrics; nil: time.Now.
 	Now func() time.Time
+	// RecordNotices: each pass records the notices of what it saw (the
+	// crashes it counted, the jobs that fell overdue or came back in
+	// time) in the store, for a Deliverer to send (notices.go). It lists
+	// the overdue jobs at every pass.
+	RecordNotices bool
+	// Recorded, when not nil, is called after notices were recorded (to
+	// wake a Deliverer); NoticeFailed receives the failures to record
+	// them, which do not fail the pass.
+	Recorded     func()
+	NoticeFailed func(error)
+
+	notices noticeState
 
 	// overdue are the jobs the last pass found overdue (Changed);
 	// lastOverdue the last pass's list, when it read one.
@@ -61,7 +73,10 @@ func (r *Reaper) Pass(ctx context.Context) ([]leasestore.Crash, error) {
 		return nil, fmt.Errorf("scan for crashed jobs: %w", err)
 	}
 	r.Metrics.observeCrashes(crashes)
-	if r.Metrics == nil && r.OnOverdue == nil {
+	if r.RecordNotices {
+		r.noteCrashes(ctx, crashes)
+	}
+	if r.Metrics == nil && r.OnOverdue == nil && !r.RecordNotices {
 		return crashes, nil
 	}
 	if r.Metrics != nil {
@@ -79,8 +94,16 @@ func (r *Reaper) Pass(ctx context.Context) ([]leasestore.Crash, error) {
 		}
 		r.noOverdue, err = true, nil
 	}
+	if err != nil && r.Metrics == nil && r.OnOverdue == nil {
+		// Read for the notices alone: the pass did what it was for.
+		r.noticeFailed(err)
+		return crashes, nil
+	}
 	if err != nil {
 		return crashes, err
+	}
+	if r.RecordNotices && !r.noOverdue {
+		r.noteOverdue(ctx, overdue, r.now())
 	}
 	if err := r.refreshJobs(ctx, overdue); err != nil {
 		r.Metrics.observeFailure()

@@ -116,8 +116,10 @@ type Correction struct {
 }
 
 // Operator is what the reaper and the on-call commands need of a store:
-// crash accounting, quarantine, and read-only views.
+// crash accounting, quarantine, read-only views, and the notices to send.
 type Operator interface {
+	Notices
+
 	// Scan finds runs whose evidence is there without liveness, counts each
 	// such crash once (quarantining at the threshold the run was started
 	// with) and returns what it counted.

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/registry/api"
 )
 
@@ -125,7 +126,8 @@ func TestOpenAPISchemasMatchTheWire(t *testing.T) {
 		"TokenStates": api.TokenStates{}, "TokenSyncRequest": api.TokenSyncRequest{}, "TokenSync": api.TokenSync{},
 		"TokenWatchSeq": api.TokenWatchSeq{}, "RecordLateRequest": api.RecordLateRequest{}, "Correction": api.Correction{},
 		"Expectation": api.Expectation{}, "ExpectRequest": api.ExpectRequest{}, "Overdue": api.Overdue{},
-		"OverdueJobs": api.OverdueJobs{},
+		"OverdueJobs": api.OverdueJobs{}, "Notice": leasestore.Notice{}, "PutNoticesRequest": api.PutNoticesRequest{},
+		"ClaimNoticesRequest": api.ClaimNoticesRequest{}, "NoticeList": api.NoticeList{}, "SettleNoticeRequest": api.SettleNoticeRequest{},
 	} {
 		schema, ok := doc.Components.Schemas[name]
 		if !ok {

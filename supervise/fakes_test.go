@@ -319,6 +319,7 @@ type harness struct {
 	child   *fakeChild
 	wd      *fakeWatchdog
 	outbox  *fakeOutbox
+	notices *fakeNotices
 	signals chan os.Signal
 	started chan *fakeChild
 	// startErr, when set, is what starting the command fails with.
@@ -364,6 +365,7 @@ func newHarness(t *testing.T, edit func(*Config)) *harness {
 		store:    newFakeStore(clock),
 		wd:       &fakeWatchdog{updates: make(chan time.Duration, 64), died: make(chan struct{}), fired: make(chan struct{}), ready: closed()},
 		outbox:   &fakeOutbox{},
+		notices:  &fakeNotices{},
 		signals:  make(chan os.Signal),
 		started:  make(chan *fakeChild, 1),
 		held:     make(chan *leasestore.HeldError, 16),
@@ -421,6 +423,7 @@ func (h *harness) start() {
 		Jitter:    h.jitter,
 		Signals:   h.signals,
 		Outbox:    h.outbox,
+		Notices:   h.notices,
 		OnWait:    func(e *leasestore.HeldError) { h.held <- e },
 		WatchExit: h.watchExit,
 		Suspend:   func(sig syscall.Signal) { h.suspends <- sig },

@@ -44,6 +44,9 @@ func (r *run) finish(exit Exit) Ending {
 	ev.Str("outcome", string(out.Result)).Int("exit_code", exit.ExitCode()).Dur("duration", out.Duration).
 		Str("reason", out.Reason).Msg("child ended: " + ending.Detail)
 	r.release(out)
+	if r.stopping == LeaseLost {
+		r.notifyLeaseLost()
+	}
 	return ending
 }
 

@@ -68,6 +68,10 @@ type Supervisor struct {
 	// deliver with RecordLate. Without it, such a run is counted as a
 	// crash, and a grant whose answer was lost holds the job for a TTL.
 	Outbox Outbox
+	// Notices, if set, records the run's events worth notifying right after
+	// they happen: the previous run's crash its Acquire counted, its own
+	// lease lost with its child killed (notices.go).
+	Notices NoticeRecorder
 }
 
 // Outbox keeps late outcomes on the host until they are delivered (package

@@ -26,6 +26,10 @@ var (
 	tablesV4SQL string
 	//go:embed sql/tables_v5.sql
 	tablesV5SQL string
+	//go:embed sql/tables_v6.sql
+	tablesV6SQL string
+	//go:embed sql/notices.sql
+	noticesSQL string
 	//go:embed sql/lib.sql
 	libSQL string
 	//go:embed sql/acquire.sql
@@ -71,8 +75,10 @@ var (
 // (sql/tables_v2.sql); version 3 an operator's request that a run stop,
 // and the outcome a history event carries (sql/tables_v3.sql); version 4
 // jobs' expectations, with an index by due time (sql/tables_v4.sql);
-// version 5 runs per slot and the queue of waiters (sql/tables_v5.sql).
-const schemaVersion = 5
+// version 5 runs per slot and the queue of waiters (sql/tables_v5.sql);
+// version 6 the notices a reaper sends (sql/tables_v6.sql, a table of its
+// own).
+const schemaVersion = 6
 
 // tableSteps are the SQL that takes the tables from one version to the
 // next: tableSteps()[i] from version i to i+1. A step only ever adds to
@@ -80,7 +86,7 @@ const schemaVersion = 5
 // from the job to the job and slot, every run kept in slot 0); it may drop
 // the previous version's functions, which every migration makes again.
 func tableSteps() []string {
-	return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL, tablesV4SQL, tablesV5SQL}
+	return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL, tablesV4SQL, tablesV5SQL, tablesV6SQL}
 }
 
 // functions are the SQL of the current version's functions. Every
@@ -89,7 +95,7 @@ func functions() []string {
 	return []string{
 		libSQL, acquireSQL, renewSQL, releaseSQL, recordLateSQL, scanSQL, quarantineSQL, unquarantineSQL, stopSQL, jobsSQL,
 		statusSQL, leasesSQL, quarantinedSQL, countsSQL, checkTokenSQL,
-		expectSQL, overdueSQL, leaveSQL,
+		expectSQL, overdueSQL, leaveSQL, noticesSQL,
 	}
 }
 

@@ -68,13 +68,7 @@ var (
 // function in the namespace's schema, every argument cast to the
 // parameter's type (arguments travel as text).
 func (s *Store) prepareStatements() {
-	call := func(fn string, types ...string) string {
-		args := make([]string, len(types))
-		for i, t := range types {
-			args[i] = "$" + strconv.Itoa(i+1) + "::" + t
-		}
-		return "SELECT " + quoteIdent(schemaName(s.ns)) + "." + fn + "(" + strings.Join(args, ", ") + ")"
-	}
+	call := s.statement
 	s.sqlAcquire = call("acquire", "integer", "text", "text", "text", "integer", "text[]", "bigint", "bigint", "integer", "bigint",
 		"text", "bigint", "bigint", "bigint", "integer", "boolean")
 	s.sqlRenew = call("renew", "integer", "text", "text", "bigint", "bigint", "bigint")
@@ -94,6 +88,17 @@ func (s *Store) prepareStatements() {
 	s.sqlExpect = call("expect", "integer", "text", "bigint", "bigint", "text", "text")
 	s.sqlOverdue = call("overdue", "integer")
 	s.sqlLeave = call("leave", "integer", "text", "text")
+}
+
+// statement is a call of function fn of the namespace's schema, every
+// argument cast to its parameter's type in types (arguments travel as
+// text).
+func (s *Store) statement(fn string, types ...string) string {
+	args := make([]string, len(types))
+	for i, t := range types {
+		args[i] = "$" + strconv.Itoa(i+1) + "::" + t
+	}
+	return "SELECT " + quoteIdent(schemaName(s.ns)) + "." + fn + "(" + strings.Join(args, ", ") + ")"
 }
 
 // Close closes the store's connections and its token feed, whose watches

@@ -26,6 +26,7 @@ const (
 	CodeLeaseLost            = "lease_lost"                // 409: the token is no longer the job's live lease (a stale token)
 	CodeNotQuarantined       = "not_quarantined"           // 409: unquarantine of a job that is not quarantined
 	CodeNotRunning           = "not_running"               // 409: stop of a job that has no live lease
+	CodeNoticeNotHeld        = "notice_not_held"           // 409: settle-notice: the owner's claim was taken over, or the notice was sent
 	CodeStaleToken           = "stale_token"               // 409: check-token: not the current token, or not live
 	CodeSlotsMismatch        = "slots_mismatch"            // 409: the request asks for another number of slots than the job's runs in flight
 	CodeDeadlinePassed       = "deadline_passed"           // 410: the job's ttl_deadline passed: no more retries
@@ -53,6 +54,7 @@ func Codes() []string {
 		CodeIdempotencyKeyReused, CodeQuarantined, CodeRateLimited, CodeInternal, CodeStoreUnavailable,
 		CodeShuttingDown, CodeTooManySubscriptions, CodeTokenWatchNotFound, CodeTokenWatchBehind, CodeNoTokenFeed,
 		CodeTooManyTokenWatches, CodeNoLateOutcomes, CodeNotRunning, CodeRequestExpired, CodeSlotsMismatch,
+		CodeNoticeNotHeld,
 	}
 }
 
@@ -70,7 +72,8 @@ func Status(code string) int {
 		return http.StatusNotFound
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case CodeHeld, CodeTooSoon, CodeRegionMismatch, CodeLeaseLost, CodeNotQuarantined, CodeNotRunning, CodeStaleToken, CodeSlotsMismatch:
+	case CodeHeld, CodeTooSoon, CodeRegionMismatch, CodeLeaseLost, CodeNotQuarantined, CodeNotRunning, CodeStaleToken, CodeSlotsMismatch,
+		CodeNoticeNotHeld:
 		return http.StatusConflict
 	case CodeDeadlinePassed, CodeTokenWatchBehind:
 		return http.StatusGone
@@ -218,6 +221,8 @@ func FromError(err error) *Error {
 		return &Error{Code: CodeNotQuarantined, Message: message}
 	case errors.Is(err, leasestore.ErrNotRunning):
 		return &Error{Code: CodeNotRunning, Message: message}
+	case errors.Is(err, leasestore.ErrNoticeNotHeld):
+		return &Error{Code: CodeNoticeNotHeld, Message: message}
 	case errors.Is(err, leasestore.ErrUnavailable):
 		return &Error{Code: CodeStoreUnavailable, Message: message}
 	default:
@@ -268,6 +273,8 @@ func (e *Error) StoreError() error {
 		return fmt.Errorf("job %q: %w", e.JobID, leasestore.ErrNotQuarantined)
 	case CodeNotRunning:
 		return fmt.Errorf("job %q: %w", e.JobID, leasestore.ErrNotRunning)
+	case CodeNoticeNotHeld:
+		return fmt.Errorf("%s: %w", e.Message, leasestore.ErrNoticeNotHeld)
 	default:
 		return nil
 	}

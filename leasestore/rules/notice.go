@@ -1,0 +1,94 @@
+package rules
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+// The rules of notices (leasestore.Notices): a notice is recorded once per
+// key, due at once; claimed by one owner at a time, for a hold, while it is
+// due; settled by its owner as sent, or due again after a delay; and kept
+// for leasestore.NoticeRetention, at most leasestore.NoticeCap of them.
+
+// NewNotice is notice n as the store records it at now: due at once, no
+// delivery yet.
+func NewNotice(n leasestore.Notice, now time.Time) leasestore.Notice {
+	n.Recorded, n.NextAt = now, now
+	n.Owner, n.ClaimedUntil, n.Attempts, n.LastError, n.SentAt = "", time.Time{}, 0, "", time.Time{}
+	return n
+}
+
+// NoticeDue reports whether n may be claimed at now: not sent, its NextAt
+// passed, and no claim holding.
+func NoticeDue(n *leasestore.Notice, now time.Time) bool {
+	return !n.Sent() && !now.Before(n.NextAt) && (n.Owner == "" || !now.Before(n.ClaimedUntil))
+}
+
+// ClaimNotice claims n for owner until now+hold when it is due, counting
+// the attempt, and reports whether it did.
+func ClaimNotice(n *leasestore.Notice, owner string, hold time.Duration, now time.Time) bool {
+	if !NoticeDue(n, now) {
+		return false
+	}
+	n.Owner, n.ClaimedUntil = owner, expiry(now, hold)
+	n.Attempts++
+	return true
+}
+
+// SettleNotice ends owner's claim on n at now as s says: sent, or due again
+// after s.RetryIn. A claim past its hold is still owner's until another
+// owner claims the notice: the sink took it, and saying so spares a second
+// delivery. It refuses with leasestore.ErrNoticeNotHeld a notice claimed
+// by another owner, or sent already.
+func SettleNotice(n *leasestore.Notice, owner string, s leasestore.Settlement, now time.Time) error {
+	if n.Owner != owner || n.Sent() {
+		return fmt.Errorf("settle notice %q for %q: %w", n.Key, owner, leasestore.ErrNoticeNotHeld)
+	}
+	n.Owner, n.ClaimedUntil = "", time.Time{}
+	if s.Sent {
+		n.SentAt, n.LastError = now, ""
+		return nil
+	}
+	n.NextAt, n.LastError = expiry(now, max(s.RetryIn, 0)), s.Error
+	return nil
+}
+
+// ByAge orders notices oldest first: by Recorded, then by Key.
+func ByAge(a, b leasestore.Notice) int {
+	return cmp.Or(a.Recorded.Compare(b.Recorded), cmp.Compare(a.Key, b.Key))
+}
+
+// PruneNotices returns the keys of the notices of list a store drops at
+// now: those recorded longer than retention ago, and, past limit notices,
+// the oldest, those sent before those not.
+func PruneNotices(list []leasestore.Notice, now time.Time, retention time.Duration, limit int) []string {
+	var drop []string
+	var kept []leasestore.Notice
+	for _, n := range list {
+		if now.Sub(n.Recorded) > retention {
+			drop = append(drop, n.Key)
+			continue
+		}
+		kept = append(kept, n)
+	}
+	if len(kept) <= limit {
+		return drop
+	}
+	slices.SortFunc(kept, func(a, b leasestore.Notice) int {
+		if a.Sent() != b.Sent() {
+			if a.Sent() {
+				return -1
+			}
+			return 1
+		}
+		return ByAge(a, b)
+	})
+	for _, n := range kept[:len(kept)-limit] {
+		drop = append(drop, n.Key)
+	}
+	return drop
+}
