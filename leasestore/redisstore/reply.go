@@ -267,7 +267,8 @@ type slotRun struct {
 	expiry time.Time
 }
 
-// runs decodes the runs at i: slot, evidence, index score or ”, each.
+// runs decodes the runs at i: slot, evidence and index score (empty
+// when its entry is gone) of each.
 func (r *reply) runs(i int) []slotRun {
 	sub := &reply{op: r.op, v: r.at(i)}
 	var runs []slotRun
