@@ -1,12 +1,16 @@
 package redisstore
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
@@ -103,4 +107,77 @@ func TestRedisQuarantineOfAnOlderLeasectl(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].LastHolder != "w1" || list[0].LastHost != "host1" {
 		t.Errorf("Quarantined = %+v, %v; want report naming w1 on host1", list, err)
 	}
+}
+
+// TestSentinelQueueOrderAfterAFailover promotes a replica that has the
+// first waiters but missed the last one's joining: the promoted primary
+// serves the waiters it has in the order they joined, and the one it
+// missed joins again, at the tail, when it next asks (docs/redis-layout.md,
+// What a failover keeps).
+func TestSentinelQueueOrderAfterAFailover(t *testing.T) {
+	topo := startSentinel(t, redistest.SentinelOptions{})
+	ns := freshNamespace()
+	s := openRedis(t, topo.URL(), ns)
+	waiting := func(worker string) leasestore.AcquireRequest {
+		req := storetest.Request("job", worker, storetest.LongTTL)
+		req.Wait = true
+		return req
+	}
+	storetest.Acquire(t, s, waiting("a"))
+	for _, w := range []string{"b", "c", "d"} {
+		if _, err := s.Acquire(storetest.Ctx(t), waiting(w)); err == nil {
+			t.Fatalf("%s was granted the job a holds", w)
+		}
+	}
+	if _, err := s.rdb.Do(storetest.Ctx(t), "WAIT", 2, 5000).Result(); err != nil {
+		t.Fatal(err)
+	}
+	// Cut the replicas off, as TestSentinelPromotedReplicaMissedTheGrant
+	// does: e's joining reaches the old primary alone.
+	_, err := s.rdb.Pipelined(storetest.Ctx(t), func(p redis.Pipeliner) error {
+		p.ConfigSet(storetest.Ctx(t), "requirepass", "cut-the-replicas-off")
+		p.Do(storetest.Ctx(t), "CLIENT", "KILL", "TYPE", "replica")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(storetest.Ctx(t), waiting("e")); err == nil {
+		t.Fatal("e was granted the job a holds")
+	}
+	primary, err := topo.Primary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := topo.WaitFailover(failoverTimeout); err != nil {
+		t.Fatal(err)
+	}
+	after := openRedis(t, topo.URL(), ns)
+	st := storetest.Status(t, after, "job")
+	if got := waiters(st.Queue); !slices.Equal(got, []string{"b", "c", "d"}) || st.Holder == nil || st.Holder.Worker != "a" {
+		t.Fatalf("the promoted replica has holder %+v and queue %v, want a holding and b, c, d waiting", st.Holder, got)
+	}
+	_, err = after.Acquire(storetest.Ctx(t), waiting("e"))
+	var held *leasestore.HeldError
+	if !errors.As(err, &held) || held.Position != 4 {
+		t.Fatalf("e asking again after the failover: %v, want it held at position 4", err)
+	}
+	storetest.Release(t, after, &leasestore.Lease{Job: "job", Holder: "a", Token: st.Holder.Token}, leasestore.ResultCompleted)
+	for _, w := range []string{"e", "d", "c"} {
+		if l, err := after.Acquire(storetest.Ctx(t), waiting(w)); err == nil {
+			t.Fatalf("%s was granted %+v before b, the oldest waiter", w, l)
+		}
+	}
+	storetest.Acquire(t, after, waiting("b"))
+}
+
+func waiters(queue []leasestore.Waiter) []string {
+	var w []string
+	for _, q := range queue {
+		w = append(w, q.Worker)
+	}
+	return w
 }
