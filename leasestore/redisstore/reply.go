@@ -267,10 +267,19 @@ type slotRun struct {
 	expiry time.Time
 }
 
+// list is the array reply at i, as a reply of its own.
+func (r *reply) list(i int) *reply {
+	v := r.at(i)
+	if _, ok := v.([]any); !ok && r.err == nil {
+		r.fail("element %d is not an array", i)
+	}
+	return &reply{op: r.op, v: v}
+}
+
 // runs decodes the runs at i: slot, evidence and index score (empty
 // when its entry is gone) of each.
 func (r *reply) runs(i int) []slotRun {
-	sub := &reply{op: r.op, v: r.at(i)}
+	sub := r.list(i)
 	var runs []slotRun
 	for j := 0; j+2 < sub.len(); j += 3 {
 		u := slotRun{slot: int(sub.int(j)), ev: sub.evidence(j + 1)}
@@ -288,7 +297,7 @@ func (r *reply) runs(i int) []slotRun {
 // queue decodes the packed waiters at i (lua/queue.lua), leaving out
 // those that lapsed at now.
 func (r *reply) queue(i int, now time.Time) []leasestore.Waiter {
-	sub := &reply{op: r.op, v: r.at(i)}
+	sub := r.list(i)
 	var q []leasestore.Waiter
 	for j := range sub.len() {
 		f := strings.Split(sub.str(j), sep)
