@@ -1,5 +1,5 @@
 -- leave: take a waiter out of the job's queue when it gives up waiting
--- (docs/semantics.md, Slots and the queue; package rules, Leave). When it
+-- (docs/semantics.md, Leave; package rules, Leave). When it
 -- leaves while a slot is free, the waiters are woken ('w'): the slot may
 -- now be the next one's.
 -- KEYS: evidence, record, history, index, quarantine set, known jobs, due index, slots index.

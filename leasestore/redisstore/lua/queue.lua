@@ -1,5 +1,5 @@
 
--- A job's queue of waiters (semantics.md, Slots and the queue; package
+-- A job's queue of waiters (semantics.md#slots-and-the-queue; package
 -- rules, queue.go): scripts.go prepends this file after runs.lua. The
 -- queue is the list <p><job>:q, oldest first; each waiter is packed as
 -- worker, host, pid, since (us), until (us), joined by NUL. A waiter whose

@@ -1,5 +1,5 @@
 
--- A job's runs, one per slot (semantics.md, Slots and the queue):
+-- A job's runs, one per slot (semantics.md#slots-and-the-queue):
 -- scripts.go prepends this file after lib.lua. The run in slot 0 keeps the
 -- keys a leasectl older than slots wrote (<p><job>:e, the job in <p>live,
 -- rt and sp/sb/sr/sa), so a one-slot job reads the same to both; the run
