@@ -60,7 +60,7 @@ fencing token of its own from the job's one rising sequence. All runs of a
 job must agree on N: a run with another N than the job's runs in flight is
 refused (exit 64), and a change of N takes effect once none is in flight.
 --wait runs are served in the order they started waiting (on the embedded
-store and PostgreSQL; other stores let waiters race).
+store, Redis and PostgreSQL; other stores let waiters race).
 
 A crash, which counts toward --max-crashes, is CMD killed by SIGSEGV, SIGBUS,
 SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT, SIGXCPU, SIGXFSZ or a SIGKILL leasectl

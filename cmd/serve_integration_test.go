@@ -604,7 +604,7 @@ func TestConformanceThroughServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = srv.Stop() })
-		storetest.Run(t, conformanceHarness{store: func(testing.TB) (string, string, func(testing.TB)) {
+		storetest.Run(t, conformanceHarness{slots: leasestore.MaxSlots, store: func(testing.TB) (string, string, func(testing.TB)) {
 			return srv.URL, fmt.Sprintf("serve%d", namespaceSeq.Add(1)), func(t testing.TB) {
 				if _, err := srv.Do("FLUSHALL"); err != nil {
 					t.Fatal(err)

@@ -130,11 +130,11 @@ func TestRunSlotsRunsThreeAtOnceAndRefusesAnotherNumber(t *testing.T) {
 	}
 }
 
-func TestRunSlotsRefusedOnAStoreWithOneSlot(t *testing.T) {
+func TestRunSlotsRefusedAboveWhatTheStoreGrants(t *testing.T) {
 	// No Redis listens there: the refusal comes before any I/O.
-	res := leasectlBinary(t, userEnv(t), "--store", "redis://127.0.0.1:1", "run", "--job", "encode", "--slots", "3", "--", "true")
-	if res.code != exitUsage || !strings.Contains(res.stderr, "--slots 3") || strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 {
-		t.Errorf("exited %d with %q, want %d and one line naming --slots 3", res.code, res.stderr, exitUsage)
+	res := leasectlBinary(t, userEnv(t), "--store", "redis://127.0.0.1:1", "run", "--job", "encode", "--slots", "1001", "--", "true")
+	if res.code != exitUsage || !strings.Contains(res.stderr, "--slots 1001") || strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 {
+		t.Errorf("exited %d with %q, want %d and one line naming --slots 1001", res.code, res.stderr, exitUsage)
 	}
 	if res := leasectlBinary(t, userEnv(t), "run", "--job", "encode", "--slots", "0", "--", "true"); res.code != exitUsage {
 		t.Errorf("--slots 0 exited %d, want %d: %s", res.code, exitUsage, res.stderr)

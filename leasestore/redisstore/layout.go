@@ -7,15 +7,20 @@ import "strconv"
 // shard number is the hash tag of every key, so that one job's keys and its
 // shard's index and quarantine set live in one Redis Cluster slot:
 //
-//	<ns>:{<shard>}:<job>:e     evidence: one packed string whose Redis TTL
-//	                           is the evidence TTL
+//	<ns>:{<shard>}:<job>:e     evidence of the run in slot 0: one packed
+//	                           string whose Redis TTL is the evidence TTL
+//	<ns>:{<shard>}:<job>:e<S>  evidence of the run in slot S >= 1, alike
+//	<ns>:{<shard>}:<job>:q     the job's queue of waiters: a list
 //	<ns>:{<shard>}:<job>:r     record: a small hash
 //	<ns>:{<shard>}:<job>:h     history: a list of packed events
 //	<ns>:{<shard>}:<job>:n     the job's notification channel (not a key):
 //	                           grants, ends of runs, quarantine releases
 //	<ns>:{<shard>}:hb          the shard's token feed heartbeat channel
 //	<ns>:{<shard>}:live        the shard's liveness index: sorted set
-//	                           job -> liveness expiry (µs)
+//	                           job -> liveness expiry (µs) of its run in
+//	                           slot 0
+//	<ns>:{<shard>}:slots       the same for the runs in slots >= 1:
+//	                           job NUL S -> liveness expiry (µs)
 //	<ns>:{<shard>}:quarantined the shard's quarantined jobs: a set
 //	<ns>:{<shard>}:jobs        the shard's known jobs: a sorted set, every
 //	                           score 0, read in lexical order (Jobs)
@@ -24,6 +29,9 @@ import "strconv"
 // on Redis Cluster; heartbeats spread over the shards' index keys instead of
 // landing on one; and Scan reads each shard's index from its oldest expiry,
 // so it costs what the crashed jobs cost plus one small script per shard.
+// A job of one slot has exactly the keys a leasectl older than slots
+// writes, so both read it alike; the runs in slots >= 1 live in keys an
+// older leasectl never reads.
 
 // shards is the number of shards. More shards spread heartbeats and slots
 // more finely over a cluster's primaries; fewer keep Scan, Leases and Counts
@@ -49,19 +57,19 @@ func (s *Store) shardPrefix(shard int) string {
 }
 
 // jobKeys are the declared KEYS of every per-job script: evidence, record,
-// history, the shard's index, quarantine set, known jobs and due index
-// (lua/lib.lua, declared_keys).
+// history, the shard's index, quarantine set, known jobs, due index and
+// slots index (lua/lib.lua, declared_keys).
 func (s *Store) jobKeys(job string) []string {
 	p := s.shardPrefix(shardOf(job))
 	j := p + job + ":"
-	return []string{j + "e", j + "r", j + "h", p + "live", p + "quarantined", p + "jobs", p + "due"}
+	return []string{j + "e", j + "r", j + "h", p + "live", p + "quarantined", p + "jobs", p + "due", p + "slots"}
 }
 
 // shardKeys are the declared KEYS of every per-shard script: the shard's
-// index, quarantine set, known jobs and due index.
+// index, quarantine set, known jobs, due index and slots index.
 func (s *Store) shardKeys(shard int) []string {
 	p := s.shardPrefix(shard)
-	return []string{p + "live", p + "quarantined", p + "jobs", p + "due"}
+	return []string{p + "live", p + "quarantined", p + "jobs", p + "due", p + "slots"}
 }
 
 // channel is job's notification channel.

@@ -249,3 +249,73 @@ func parseOptionalInt(s string) (int64, error) {
 	}
 	return strconv.ParseInt(s, 10, 64)
 }
+
+// either is the record's field k, or, when the record has no such field
+// (a leasectl older than it wrote the record), field old.
+func (rec record) either(k, old string) string {
+	if v, ok := rec[k]; ok {
+		return v
+	}
+	return rec[old]
+}
+
+// slotRun is a run as status.lua reports it: its slot, evidence and
+// liveness expiry (zero when its index entry is gone).
+type slotRun struct {
+	slot   int
+	ev     *evidence
+	expiry time.Time
+}
+
+// list is the array reply at i, as a reply of its own.
+func (r *reply) list(i int) *reply {
+	v := r.at(i)
+	if _, ok := v.([]any); !ok && r.err == nil {
+		r.fail("element %d is not an array", i)
+	}
+	return &reply{op: r.op, v: v}
+}
+
+// runs decodes the runs at i: slot, evidence and index score (empty
+// when its entry is gone) of each.
+func (r *reply) runs(i int) []slotRun {
+	sub := r.list(i)
+	var runs []slotRun
+	for j := 0; j+2 < sub.len(); j += 3 {
+		u := slotRun{slot: int(sub.int(j)), ev: sub.evidence(j + 1)}
+		if sub.str(j+2) != "" {
+			u.expiry = sub.time(j + 2)
+		}
+		runs = append(runs, u)
+	}
+	if sub.err != nil {
+		r.fail("%v", sub.err)
+	}
+	return runs
+}
+
+// queue decodes the packed waiters at i (lua/queue.lua), leaving out
+// those that lapsed at now.
+func (r *reply) queue(i int, now time.Time) []leasestore.Waiter {
+	sub := r.list(i)
+	var q []leasestore.Waiter
+	for j := range sub.len() {
+		f := strings.Split(sub.str(j), sep)
+		if len(f) != 5 {
+			r.fail("corrupt waiter %q", sub.str(j))
+			return nil
+		}
+		pid, err1 := strconv.Atoi(f[2])
+		since, err2 := strconv.ParseInt(f[3], 10, 64)
+		until, err3 := strconv.ParseInt(f[4], 10, 64)
+		if err := cmp.Or(err1, err2, err3); err != nil {
+			r.fail("corrupt waiter %q: %v", sub.str(j), err)
+			return nil
+		}
+		w := leasestore.Waiter{Worker: f[0], Host: f[1], PID: pid, Since: time.UnixMicro(since), Until: time.UnixMicro(until)}
+		if now.Before(w.Until) {
+			q = append(q, w)
+		}
+	}
+	return q
+}

@@ -14,6 +14,12 @@ import (
 //go:embed lua/lib.lua
 var luaLib string
 
+//go:embed lua/runs.lua
+var luaRuns string
+
+//go:embed lua/queue.lua
+var luaQueue string
+
 //go:embed lua/acquire.lua
 var luaAcquire string
 
@@ -65,6 +71,9 @@ var luaCounts string
 //go:embed lua/sync.lua
 var luaSync string
 
+//go:embed lua/leave.lua
+var luaLeave string
+
 // One script per transition, run with EVALSHA (falling back to EVAL when
 // the server lost its script cache, e.g. after a restart). Each is built on
 // first use: hashing all of them at start-up would cost every leasectl
@@ -87,13 +96,15 @@ var (
 	scriptQuarantined  = newScript(luaQuarantined)
 	scriptCounts       = newScript(luaCounts)
 	scriptSync         = newScript(luaSync)
+	scriptLeave        = newScript(luaLeave)
 )
 
-// newScript returns the script made of the shared helpers and body, built
+// newScript returns the script made of the shared helpers (lib.lua, then
+// the runs and the queue of a job: runs.lua, queue.lua) and body, built
 // (and its SHA1 computed) once, on first use.
 func newScript(body string) func() *redis.Script {
 	return sync.OnceValue(func() *redis.Script {
-		src := fmt.Sprintf("local HISTORY_LIMIT = %d\n", leasestore.HistoryLimit) + luaLib + body
+		src := fmt.Sprintf("local HISTORY_LIMIT = %d\n", leasestore.HistoryLimit) + luaLib + luaRuns + luaQueue + body
 		sc := redis.NewScript(src)
 		sources.Store(sc.Hash(), src)
 		return sc

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -174,12 +173,21 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 	}
 	v, copies, err := s.runReplicated(ctx, "acquire", scriptAcquire, s.jobKeys(req.Job), []any{
 		s.jobPrefix(req.Job), req.Job, req.Holder, millis(req.TTL), millis(req.EvidenceTTL), req.MaxCrashes,
-		req.MinInterval.Microseconds(), req.Host, req.PID, command.String(), req.Region, deadline, every, grace})
+		req.MinInterval.Microseconds(), req.Host, req.PID, command.String(), req.Region, deadline, every, grace,
+		max(req.Slots, 1), waitArg(req.Wait)})
 	l, err := s.acquired(req, v, err)
 	if copies > 1 {
 		s.copies.Acquired(ctx, req, err)
 	}
 	return l, err
+}
+
+// waitArg is AcquireRequest.Wait as the acquire script takes it.
+func waitArg(wait bool) string {
+	if wait {
+		return "1"
+	}
+	return "0"
 }
 
 // acquired turns the acquire script's reply v (or err) into Acquire's
@@ -188,7 +196,7 @@ func (s *Store) acquired(req leasestore.AcquireRequest, v any, err error) (*leas
 	r := &reply{op: "acquire", v: v}
 	if err != nil {
 		if v != nil && r.str(0) == "ok" {
-			s.undoUnreplicated(req, r.int(2))
+			s.undoUnreplicated(req, r.int(2), int(r.int(8)))
 		}
 		return nil, err
 	}
@@ -197,13 +205,22 @@ func (s *Store) acquired(req leasestore.AcquireRequest, v any, err error) (*leas
 	case "abandoned":
 		return nil, fmt.Errorf("acquire job %q: worker %s gave up on it: %w", req.Job, req.Holder, leasestore.ErrLeaseLost)
 	case "held":
-		ev := r.evidence(2)
-		expiry := r.time(3)
+		held := &leasestore.HeldError{Job: req.Job, Slots: int(r.int(4)), Position: int(r.int(5)), Waiting: int(r.int(6))}
+		if r.str(2) != "" {
+			ev := r.evidence(2)
+			held.Holder, held.Host, held.PID, held.Token = ev.worker, ev.host, ev.pid, ev.token
+			held.Since, held.ExpiresIn = ev.started, r.time(3).Sub(now)
+		}
 		if r.err != nil {
 			return nil, r.err
 		}
-		return nil, &leasestore.HeldError{Job: req.Job, Holder: ev.worker, Host: ev.host, PID: ev.pid, Token: ev.token,
-			Since: ev.started, ExpiresIn: expiry.Sub(now)}
+		return nil, held
+	case "slots":
+		slots := int(r.int(2))
+		if r.err != nil {
+			return nil, r.err
+		}
+		return nil, &leasestore.SlotsError{Job: req.Job, Slots: slots, Requested: max(req.Slots, 1)}
 	case "quarantined":
 		q := r.quarantine(req.Job, 2)
 		if r.err != nil {
@@ -228,7 +245,8 @@ func (s *Store) acquired(req leasestore.AcquireRequest, v any, err error) (*leas
 		}
 		return nil, &leasestore.TooSoonError{Job: req.Job, LastSuccess: last, MinInterval: req.MinInterval, Age: now.Sub(last)}
 	case "ok":
-		l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: r.int(2), Attempt: r.int(3), TTL: req.TTL, GrantedAt: now}
+		l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: r.int(2), Attempt: r.int(3), Slot: int(r.int(8)),
+			TTL: req.TTL, GrantedAt: now}
 		if r.str(4) != "" {
 			l.Recovered = r.crash(req.Job, 4, now)
 		}
@@ -245,10 +263,10 @@ func (s *Store) acquired(req leasestore.AcquireRequest, v any, err error) (*leas
 // min_replicas replicas: nobody will run it, and left alone it would hold
 // the job for a TTL and then count as a crash. Best effort, bounded by
 // releaseUndoTimeout: if it fails too, the lease expires.
-func (s *Store) undoUnreplicated(req leasestore.AcquireRequest, token int64) {
+func (s *Store) undoUnreplicated(req leasestore.AcquireRequest, token int64, slot int) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseUndoTimeout)
 	defer cancel()
-	l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: token, TTL: req.TTL}
+	l := &leasestore.Lease{Job: req.Job, Holder: req.Holder, Token: token, Slot: slot, TTL: req.TTL}
 	_ = s.Release(ctx, l, leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1,
 		Reason: fmt.Sprintf("the grant did not reach min_replicas=%d replica(s)", s.minReplicas)})
 }
@@ -256,7 +274,7 @@ func (s *Store) undoUnreplicated(req leasestore.AcquireRequest, token int64) {
 // Renew extends l's liveness and its evidence; see Store.
 func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
 	v, _, err := s.runReplicated(ctx, "renew", scriptRenew, s.jobKeys(l.Job),
-		[]any{s.jobPrefix(l.Job), l.Job, l.Holder, l.Token, millis(l.TTL), l.RTT.Microseconds()})
+		[]any{s.jobPrefix(l.Job), l.Job, l.Holder, l.Token, millis(l.TTL), l.RTT.Microseconds(), l.Slot})
 	if err != nil {
 		return err
 	}
@@ -277,7 +295,7 @@ func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore
 	}
 	v, err := s.run(ctx, "release", scriptRelease, s.jobKeys(l.Job),
 		s.jobPrefix(l.Job), l.Job, l.Token, l.Holder, string(out.Result), out.ExitCode, out.Signal,
-		int64(out.Duration), out.Reason, out.Detail())
+		int64(out.Duration), out.Reason, out.Detail(), l.Slot)
 	if err != nil {
 		return err
 	}
@@ -369,7 +387,7 @@ func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) erro
 	if err != nil {
 		return err
 	}
-	if v != int64(1) {
+	if v == int64(0) {
 		return fmt.Errorf("stop job %q: %w", job, leasestore.ErrNotRunning)
 	}
 	return nil
@@ -412,125 +430,6 @@ func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error
 	}
 	slices.SortFunc(list, func(a, b leasestore.Quarantine) int { return strings.Compare(a.Job, b.Job) })
 	return list, nil
-}
-
-// Status reports job's state, holder, counters and history; see Store.
-func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, error) {
-	v, err := s.run(ctx, "status", scriptStatus, s.jobKeys(job), s.jobPrefix(job), job)
-	if err != nil {
-		return nil, err
-	}
-	r := &reply{op: "status", v: v}
-	now := r.time(0)
-	rec := r.record(3)
-	st := &leasestore.JobStatus{
-		Job: job, State: leasestore.StateIdle, Now: now, Region: rec["g"],
-		LastToken: rec.int("t"), Attempts: rec.int("a"), Crashes: int(rec.int("c")), MaxCrashes: int(rec.int("m")),
-		LastSuccess: rec.time("s"), History: r.history(4), Expect: rec.expectation(),
-	}
-	if rec["q"] != "" {
-		st.State = leasestore.StateQuarantined
-		st.Quarantine = &leasestore.Quarantine{
-			Job: job, Since: rec.time("q"), Reason: rec["qr"], By: rec["qb"], Crashes: int(rec.int("qc")),
-			LastHolder: rec["lh"], LastHost: rec["lo"],
-		}
-	}
-	if rec["o"] != "" {
-		st.LastOutcome = &leasestore.LastOutcome{
-			Outcome: leasestore.Outcome{
-				Result: leasestore.Result(rec["o"]), ExitCode: int(rec.int("oe")), Signal: int(rec.int("og")),
-				Duration: time.Duration(rec.int("od")), Reason: rec["or"],
-			},
-			Worker: rec["ow"], Token: rec.int("ot"), FinishedAt: rec.time("of"),
-		}
-	}
-	if r.str(1) != "" {
-		ev := r.evidence(1)
-		expiry := time.Time{}
-		if r.str(2) != "" {
-			expiry = r.time(2)
-		}
-		if expiry.After(now) {
-			st.Holder = ev.holder(job, expiry)
-			st.Holder.LastRTT = time.Duration(rec.int("rt")) * time.Microsecond
-			if rec["sp"] == strconv.FormatInt(ev.token, 10) {
-				st.Holder.Stop = &leasestore.StopRequest{By: rec["sb"], Reason: rec["sr"], At: rec.time("sa")}
-			}
-			if st.State == leasestore.StateIdle {
-				st.State = leasestore.StateRunning
-			}
-		} else {
-			st.Crashed = ev.crash(job, expiry, now, st.Crashes+1, false)
-			if st.State == leasestore.StateIdle {
-				st.State = leasestore.StateCrashed
-			}
-		}
-	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	return st, nil
-}
-
-// Leases lists the live leases of every shard, ordered by job.
-func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
-	replies, err := s.runShards(ctx, "list leases", scriptLeases, allShards())
-	if err != nil {
-		return nil, err
-	}
-	var list []leasestore.Holder
-	for _, r := range replies {
-		for i := 1; i+6 < r.len() && r.err == nil; i += 7 {
-			h := r.evidence(i+1).holder(r.str(i), r.time(i+2))
-			h.ReadAt = r.time(0)
-			h.LastRTT = time.Duration(r.int(i+3)) * time.Microsecond
-			if by := r.str(i + 4); by != "" {
-				h.Stop = &leasestore.StopRequest{By: by, Reason: r.str(i + 5), At: r.time(i + 6)}
-			}
-			list = append(list, *h)
-		}
-		if r.err != nil {
-			return nil, r.err
-		}
-	}
-	slices.SortFunc(list, func(a, b leasestore.Holder) int { return strings.Compare(a.Job, b.Job) })
-	return list, nil
-}
-
-// Counts returns the number of live leases and of quarantined jobs, summed
-// over the shards.
-func (s *Store) Counts(ctx context.Context) (leasestore.Counts, error) {
-	replies, err := s.runShards(ctx, "count", scriptCounts, allShards())
-	if err != nil {
-		return leasestore.Counts{}, err
-	}
-	var c leasestore.Counts
-	for _, r := range replies {
-		c.InFlight += int(r.int(0))
-		c.Quarantined += int(r.int(1))
-		if r.err != nil {
-			return leasestore.Counts{}, r.err
-		}
-	}
-	return c, nil
-}
-
-// CheckToken returns nil when token is job's current token and its lease is
-// live; see Store.
-func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
-	v, err := s.run(ctx, "check token", scriptCheckToken, s.jobKeys(job), s.jobPrefix(job), job)
-	if err != nil {
-		return err
-	}
-	r := &reply{op: "check token", v: v}
-	current, live := r.int(0), r.int(1) == 1
-	if r.err != nil {
-		return r.err
-	}
-	if token == current && live {
-		return nil
-	}
-	return &leasestore.StaleTokenError{Job: job, Token: token, Current: current, Live: live}
 }
 
 // Subscribe starts delivering job's release notifications; it returns once

@@ -22,6 +22,9 @@ const (
 	grantPrefix         = "g"
 	endPrefix           = "e"
 	unquarantinePayload = "u"
+	// leftPayload wakes the waiters when one left the queue while a slot
+	// is free (lua/leave.lua): no change of the job's tokens.
+	leftPayload = "w"
 )
 
 const (
@@ -170,7 +173,7 @@ func (f *tokenFeed) Unfollow(job string) {
 
 // Read reads job's state from the store.
 func (f *tokenFeed) Read(ctx context.Context, job string) (leasestore.TokenState, error) {
-	v, err := f.s.run(ctx, "watch tokens", scriptCheckToken, f.s.jobKeys(job), f.s.jobPrefix(job), job)
+	v, err := f.s.run(ctx, "watch tokens", scriptCheckToken, f.s.jobKeys(job), f.s.jobPrefix(job), job, 0)
 	if err != nil {
 		return leasestore.TokenState{}, err
 	}
@@ -251,7 +254,7 @@ func (f *tokenFeed) message(m *redis.Message) {
 	}
 	job, followed := f.jobs[m.Channel]
 	f.mu.Unlock()
-	if !followed || m.Payload == unquarantinePayload {
+	if !followed || m.Payload == unquarantinePayload || m.Payload == leftPayload {
 		return
 	}
 	if st, ok := parseChange(job, m.Payload); ok {

@@ -1,6 +1,6 @@
 -- expect: set or clear the job's expectation by an operator's decision
 -- (docs/semantics.md, Expect).
--- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index, slots index.
 -- ARGV: shard prefix, job, every (us; '' clears), grace (us), by, history
 --       detail.
 -- Returns 1 when recorded; 0 when clearing a job without an expectation

@@ -1,6 +1,6 @@
 -- jobs: list the known jobs of one shard whose IDs start with a prefix
 -- (docs/semantics.md, Jobs), in lexical order. Read-only.
--- KEYS: the shard's index, quarantine set, known jobs, due index.
+-- KEYS: the shard's index, quarantine set, known jobs, due index, slots index.
 -- ARGV: shard prefix, job ID prefix, at most this many (0: all).
 -- Returns the job IDs.
 local prefix, limit = ARGV[2], tonumber(ARGV[3])

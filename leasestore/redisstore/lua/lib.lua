@@ -6,22 +6,31 @@
 -- its shard's index and quarantine set carry the shard's hash tag, so each
 -- script touches one Redis Cluster slot. <p> is the shard's prefix
 -- <ns>:{<shard>}:, passed as ARGV[1].
---   <p><job>:e   evidence: one string, fields joined by NUL; its Redis TTL
---                is the evidence TTL. Fields: holder, token, started (as its
---                offset in us below the token, base 36: usually 0), evidence
---                ttl (ms), max crashes, attempt, ttl (ms), host, pid, then
---                one field per command argument.
+--   <p><job>:e   the evidence of the run in slot 0, a job's only slot unless
+--                it runs with --slots: one string, fields joined by NUL; its
+--                Redis TTL is the evidence TTL. Fields: holder, token,
+--                started (as its offset in us below the token, base 36:
+--                usually 0), evidence ttl (ms), max crashes, attempt, ttl
+--                (ms), host, pid, then one field per command argument.
+--   <p><job>:e<S>  the evidence of the run in slot S >= 1 (runs.lua), alike.
+--   <p><job>:q   the job's queue of waiters (queue.lua): a list, oldest
+--                first, of packed waiters.
 --   <p><job>:r   record: a small hash (see the field names below).
 --   <p><job>:h   history: a list of packed events, oldest first (see event
 --                below).
 --   <p><job>:n   the job's notification channel; payloads: 'g'..token after a
 --                grant, 'e'..token after a run ended (released, or its
---                crash counted), 'u' after a quarantine release. Waiters
+--                crash counted), 'u' after a quarantine release, 'w' after a
+--                waiter left the queue while a slot is free. Waiters
 --                wake on all but 'g'; token feeds follow 'g' and 'e'.
 --   <p>hb        the shard's heartbeat channel (sync.lua).
---   <p>live      the shard's index: job -> liveness expiry (us). The score
---                IS the liveness: a job is live while its score is in the
---                future and its evidence is there.
+--   <p>live      the shard's index: job -> liveness expiry (us) of the run in
+--                slot 0. The score IS the liveness: a run is live while its
+--                score is in the future and its evidence is there.
+--   <p>slots     the shard's index of the runs in slots >= 1: job NUL slot ->
+--                liveness expiry (us), alike. A leasectl older than slots
+--                reads only <p>live and <p><job>:e: it sees a one-slot job
+--                exactly as it wrote it.
 --   <p>quarantined  the shard's quarantined jobs.
 --   <p>jobs      the shard's known jobs: a sorted set, every score 0, read in
 --                lexical order (jobs.lua); a job joins it when it is first
@@ -41,7 +50,11 @@
 -- current holder's last renewal round trip (us), as it reported it,
 -- sp/sb/sr/sa an operator's stop request: the token of the run it is for,
 -- by, reason, when (us), xe/xg/xs the expectation's every and grace (us)
--- and since when it holds (us).
+-- and since when it holds (us), n the job's slots when more than one,
+-- ql/qo the holder and host named by the quarantine (when absent, as a
+-- leasectl older than slots wrote it: lh/lo). rt and sp/sb/sr/sa are of
+-- the run in slot 0; those of slot S >= 1 carry S after their name (rt2,
+-- sp2...).
 
 local SEP = '\0'
 
@@ -70,46 +83,23 @@ local function split(s)
   end
 end
 
--- evidence_of returns the fields of the run's evidence when it is the run
--- with this token, or nil when the evidence is gone or another run's.
-local function evidence_of(k, token)
-  local ev = redis.call('GET', k.e)
-  if not ev then
-    return nil
-  end
-  local f = split(ev)
-  if f[2] ~= token then
-    return nil
-  end
-  return f
-end
-
 -- job_keys names the keys of job in the shard whose KEYS this script got
--- (index, quarantine set, known jobs, due index), for the per-shard
+-- (index, quarantine set, known jobs, due index, slots index), for the per-shard
 -- scripts that reach jobs' keys by name: legal on Redis Cluster, since they
 -- share the shard's slot.
 local function job_keys(prefix, job)
   local j = prefix .. job .. ':'
-  return {e = j .. 'e', r = j .. 'r', h = j .. 'h', n = j .. 'n', idx = KEYS[1], qs = KEYS[2], jobs = KEYS[3],
-    due = KEYS[4]}
+  return {e = j .. 'e', r = j .. 'r', h = j .. 'h', n = j .. 'n', q = j .. 'q', idx = KEYS[1], qs = KEYS[2],
+    jobs = KEYS[3], due = KEYS[4], sidx = KEYS[5]}
 end
 
 -- declared_keys names the keys of a per-job script, whose KEYS are
--- evidence, record, history, index, quarantine set, known jobs, due index
--- (in that order).
+-- evidence, record, history, index, quarantine set, known jobs, due index,
+-- slots index (in that order). The queue, like the channel, is named: it
+-- shares the job's slot.
 local function declared_keys(prefix, job)
-  return {e = KEYS[1], r = KEYS[2], h = KEYS[3], n = prefix .. job .. ':n', idx = KEYS[4], qs = KEYS[5],
-    jobs = KEYS[6], due = KEYS[7]}
-end
-
--- liveness reports whether job's liveness is live at now, and its index
--- score (the liveness expiry; false when the job is not in the index).
-local function liveness(k, job, now)
-  local score = redis.call('ZSCORE', k.idx, job)
-  if score and tonumber(score) > now then
-    return true, score
-  end
-  return false, score
+  return {e = KEYS[1], r = KEYS[2], h = KEYS[3], n = prefix .. job .. ':n', q = prefix .. job .. ':q', idx = KEYS[4],
+    qs = KEYS[5], jobs = KEYS[6], due = KEYS[7], sidx = KEYS[8]}
 end
 
 local B36 = '0123456789abcdefghijklmnopqrstuvwxyz'
@@ -145,12 +135,13 @@ local function event(k, now, kind, worker, token, detail)
   redis.call('LTRIM', k.h, -HISTORY_LIMIT, -1)
 end
 
--- quarantine puts the job in quarantine (keeping the since of an existing
--- quarantine) and records it in the history.
-local function quarantine(k, job, now, by, reason, worker, token)
+-- quarantine puts the job in quarantine (keeping the since, and the holder
+-- and host it names, of an existing quarantine) and records it in the
+-- history. A new quarantine names holder and host.
+local function quarantine(k, job, now, by, reason, worker, token, holder, host)
   local crashes = redis.call('HGET', k.r, 'c') or '0'
   if redis.call('HEXISTS', k.r, 'q') == 0 then
-    redis.call('HSET', k.r, 'q', int(now))
+    redis.call('HSET', k.r, 'q', int(now), 'ql', holder, 'qo', host)
   end
   redis.call('HSET', k.r, 'qr', reason, 'qb', by, 'qc', crashes)
   redis.call('SADD', k.qs, job)
@@ -179,56 +170,4 @@ local function expect(k, job, now, every, grace)
     redis.call('HSET', k.r, 'xe', every, 'xg', grace, 'xs', int(now))
     set_due(k, job)
   end
-end
-
--- consume_crash counts the crash of the run whose split evidence is f:
--- crash count + 1, history, evidence and index entry gone, quarantine at
--- the run's threshold, waiters and token feeds told. Returns the crash count and 1 when this
--- crash quarantined the job, else 0 (also when the job was quarantined already).
-local function consume_crash(k, job, f, now, detail)
-  local crashes = redis.call('HINCRBY', k.r, 'c', 1)
-  event(k, now, 'c', f[1], f[2], detail)
-  redis.call('DEL', k.e)
-  redis.call('ZREM', k.idx, job)
-  local quarantined = 0
-  if redis.call('HEXISTS', k.r, 'q') == 0 and crashes >= tonumber(f[5]) then
-    quarantine(k, job, now, 'leasectl', int(crashes) .. ' consecutive crashes', f[1], f[2])
-    quarantined = 1
-  end
-  redis.call('PUBLISH', k.n, 'e' .. f[2])
-  return crashes, quarantined
-end
-
--- release_run ends the run whose split evidence is f with its outcome
--- (semantics.md, Release): the outcome recorded, then the crash counted
--- for a crashed run, or the evidence and index entry gone, the crash count
--- reset by a completed run, a released event, waiters and token feeds
--- told. o holds the
--- outcome: result, exit code, signal, duration (ns), reason, history
--- detail.
-local function release_run(k, job, f, now, o)
-  redis.call('HSET', k.r, 'o', o.result, 'oe', o.exit, 'og', o.signal, 'od', o.duration,
-    'or', o.reason, 'ow', f[1], 'ot', f[2], 'of', int(now))
-  if o.result == 'crashed' then
-    consume_crash(k, job, f, now, o.detail)
-    return
-  end
-  if o.result == 'completed' then
-    redis.call('HSET', k.r, 'c', '0', 's', int(now))
-    set_due(k, job)
-  end
-  redis.call('DEL', k.e)
-  redis.call('ZREM', k.idx, job)
-  event(k, now, 'r', f[1], f[2], o.detail)
-  redis.call('PUBLISH', k.n, 'e' .. f[2])
-end
-
--- stop_of returns the operator's request that the run with token stop
--- (stop.lua) as {by, reason, at}, or nil when none was made.
-local function stop_of(k, token)
-  local sp = redis.call('HMGET', k.r, 'sp', 'sb', 'sr', 'sa')
-  if sp[1] == token then
-    return {sp[2], sp[3], sp[4]}
-  end
-  return nil
 end

@@ -1,7 +1,7 @@
 -- overdue: the shard's jobs past their expectation (docs/semantics.md,
 -- Overdue). Read-only: it reads the due index up to now and the records of
 -- the jobs it names, so its cost follows the overdue jobs.
--- KEYS: the shard's index, quarantine set, known jobs, due index.
+-- KEYS: the shard's index, quarantine set, known jobs, due index, slots index.
 -- ARGV: shard prefix.
 -- Returns {now, then per job: job, every, grace, since, last success or
 -- ''}: times in microseconds since the Unix epoch, durations in

@@ -1,7 +1,7 @@
 -- recordlate: record the outcome of a run that did not reach the store in
 -- time, and undo what its absence did (docs/semantics.md, RecordLate). The
 -- history walk is the rules' (package rules, RecordLate), in Lua.
--- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index, slots index.
 -- ARGV: shard prefix, job, holder, token ('0': unknown), result, exit code,
 --       signal, duration (ns), reason, history detail (the outcome's).
 -- Returns {released 0/1, crash withdrawn 0/1, quarantine lifted 0/1,
@@ -12,15 +12,15 @@ local k = declared_keys(prefix, job)
 local now = now_us()
 if token == '0' then
   redis.call('HSET', k.r, 'ab', holder)
+  unqueue(k, holder)
 end
 local crashes = tonumber(redis.call('HGET', k.r, 'c') or '0')
 
--- 1. The run's evidence is there: Release.
-local ev = redis.call('GET', k.e)
-if ev then
-  local f = split(ev)
-  if f[1] == holder and (token == '0' or f[2] == token) then
-    release_run(k, job, f, now, {result = result, exit = ARGV[6], signal = ARGV[7], duration = ARGV[8],
+-- 1. The run's evidence is there (the holder's run with the token, or with
+-- token '0' its first by slot): Release.
+for _, u in ipairs(runs_of(k, job, now)) do
+  if u.f[1] == holder and (token == '0' or u.f[2] == token) then
+    release_run(k, job, u, now, {result = result, exit = ARGV[6], signal = ARGV[7], duration = ARGV[8],
       reason = ARGV[9], detail = detail})
     return {1, 0, 0, tonumber(redis.call('HGET', k.r, 'c') or '0')}
   end
@@ -115,7 +115,7 @@ if withdrawn == 1 then
   detail = detail .. '; the crash counted for it is withdrawn'
   local q = redis.call('HMGET', k.r, 'q', 'qb', 'm')
   if q[1] and q[2] == 'leasectl' and tonumber(q[1]) >= crashed_at and crashes < tonumber(q[3] or '0') then
-    redis.call('HDEL', k.r, 'q', 'qr', 'qb', 'qc')
+    redis.call('HDEL', k.r, 'q', 'qr', 'qb', 'qc', 'ql', 'qo')
     redis.call('SREM', k.qs, job)
     event(k, now, 'u', 'leasectl', '', 'by leasectl: the crash of token ' .. run_token ..
       ' that led to it was withdrawn: its outcome arrived late')

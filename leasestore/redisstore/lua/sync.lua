@@ -4,8 +4,8 @@
 -- subscriber that receives the marker has received every notification the
 -- shard published before it, on Redis Cluster too, where notifications
 -- reach a subscriber's node over the cluster bus.
--- KEYS: index, quarantine set, known jobs, due index (declared so that the script runs on the
---       shard's server; not touched).
+-- KEYS: index, quarantine set, known jobs, due index, slots index (declared
+--       so that the script runs on the shard's server; not touched).
 -- ARGV: shard prefix, marker.
 -- Returns the number of clients that received it (on a cluster, those on
 -- this node).

@@ -1,6 +1,6 @@
 -- unquarantine: let a quarantined job run again (semantics.md,
 -- ReleaseQuarantine).
--- KEYS: evidence, record, history, index, quarantine set, known jobs, due index.
+-- KEYS: evidence, record, history, index, quarantine set, known jobs, due index, slots index.
 -- ARGV: shard prefix, job, by, reason.
 -- Returns 1 when released; 0 when the job was not quarantined.
 local job, by, reason = ARGV[2], ARGV[3], ARGV[4]
@@ -8,7 +8,7 @@ local k = declared_keys(ARGV[1], job)
 if redis.call('HEXISTS', k.r, 'q') == 0 then
   return 0
 end
-redis.call('HDEL', k.r, 'q', 'qr', 'qb', 'qc')
+redis.call('HDEL', k.r, 'q', 'qr', 'qb', 'qc', 'ql', 'qo')
 redis.call('HSET', k.r, 'c', '0')
 redis.call('SREM', k.qs, job)
 event(k, now_us(), 'u', by, '', 'by ' .. by .. ': ' .. reason)

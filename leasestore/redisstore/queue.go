@@ -1,0 +1,24 @@
+package redisstore
+
+import (
+	"context"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
+
+var _ leasestore.Queuer = (*Store)(nil)
+
+// MaxSlots is the most slots the store grants a job: every run is found
+// through the job's record (its slots), so the bound keeps a transition's
+// reads small; see leasestore.Queuer.
+func (s *Store) MaxSlots() int { return leasestore.MaxSlots }
+
+// Leave takes holder out of job's queue of waiters, waking the waiters when
+// a slot is free (lua/leave.lua); see leasestore.Queuer.
+func (s *Store) Leave(ctx context.Context, job, holder string) error {
+	if err := noNUL(holder); err != nil {
+		return err
+	}
+	_, err := s.run(ctx, "leave the queue", scriptLeave, s.jobKeys(job), s.jobPrefix(job), job, holder)
+	return err
+}
