@@ -56,6 +56,7 @@ var steps = []step{
 	{"store", (*bench).storeFigures, false}, {"fence", (*bench).fenceFigures, true}, {"etcdwrites", (*bench).etcdProposals, true},
 	{"topologies", (*bench).topologies, false}, {"etcd", (*bench).etcdFigures, false}, {"hedging", (*bench).etcdHedging, false},
 	{"postgres", (*bench).postgres, false}, {"registry", (*bench).registryFigures, false}, {"overdue", (*bench).overdueFigures, false},
+	{"slots", (*bench).slotsFigures, true}, {"slots-stores", (*bench).slotsStoreFigures, false},
 }
 
 func run() error {
