@@ -542,9 +542,15 @@ func (h *harness) chaos(d time.Duration, kinds []fault, want expect) {
 	h.resumers.Wait()
 	h.stopAll(syscall.SIGTERM)
 	if !waitGroup(&wg, hangGuard) {
-		t.Errorf("workers still running %s after the end; killing them", hangGuard)
-		h.stopAll(syscall.SIGKILL)
-		wg.Wait()
+		// SIGABRT, which leasectl does not catch, makes Go print every
+		// goroutine's stack to the run's log before it dies.
+		t.Errorf("workers still running %s after the end; their stacks:", hangGuard)
+		h.stopAll(syscall.SIGABRT)
+		if !waitGroup(&wg, hangGuard) {
+			h.stopAll(syscall.SIGKILL)
+			wg.Wait()
+		}
+		h.logLinesWith([]string{"SIGABRT", "goroutine ", ".go:"})
 	}
 	// A child whose supervisor was SIGKILLed just before the end may live
 	// until its watchdog's deadline: let that time pass before reading.
