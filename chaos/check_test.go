@@ -150,7 +150,7 @@ func crowding(hs []holder, slots int) []string {
 		if len(alive) >= slots {
 			// The one of them seen alive the longest, as with one slot.
 			e := slices.MaxFunc(alive, func(a, b holder) int { return int64Cmp(a.last, b.last) })
-			out = append(out, fmt.Sprintf("%d children alive at once (%d slots): %s (token %d) started %.1f ms before %s (token %d) was last seen alive",
+			out = append(out, fmt.Sprintf("%d children alive at once (at most %d): %s (token %d) started %.1f ms before %s (token %d) was last seen alive",
 				len(alive)+1, slots, h.file, h.token, float64(e.last-h.first)/1e6, e.file, e.token))
 		}
 		alive = append(alive, h)
