@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"os/exec"
@@ -37,7 +38,9 @@ type slotsMode struct {
 	// ask whether it grants chaosSlots slots, before any server starts.
 	probe string
 	// outage is the longest one of the store's faults keeps it from
-	// answering (waitBound).
+	// answering (waitBound); 0: none of them silences it, so no waiter's
+	// place can lapse, and a run served out of order (overtakes) fails
+	// the test.
 	outage time.Duration
 	// setUp starts the store and returns a harness on it, with the
 	// store's own faults.
@@ -190,9 +193,40 @@ func (h *harness) checkWaits() {
 		h.t.Errorf("no run waited")
 		return
 	}
-	h.t.Logf("waits: %d runs (%d served), median %s, p99 %s, longest %s; bound %s",
+	n := overtakes(slices.Collect(maps.Values(h.waits)))
+	h.t.Logf("waits: %d runs (%d served), median %s, p99 %s, longest %s; bound %s; overtakes=%d",
 		len(waits), served, waits[len(waits)/2].Round(time.Millisecond), waits[len(waits)*99/100].Round(time.Millisecond),
-		waits[len(waits)-1].Round(time.Millisecond), bound)
+		waits[len(waits)-1].Round(time.Millisecond), bound, n)
+	if h.outage == 0 && n > 0 {
+		h.t.Errorf("%d overtakes: runs served while a run started at least %s earlier still waited, on a store no fault silences", n, overtakeGap)
+	}
+}
+
+// overtakeGap is how much earlier than another a run must have been
+// started for overtakes to count it as ahead in the queue: ample for its
+// first request to reach the store first, on a loaded machine.
+const overtakeGap = time.Second
+
+// overtakes counts the pairs of runs in which one was served while the
+// other, started at least overtakeGap earlier, still waited: a queue out
+// of order. Where a store's faults silence it, it is a figure, not a
+// failure: a waiter's place may lapse (the store silent past its TTL) and
+// the waiter rejoins at the tail, which the records cannot tell from a
+// queue served out of order.
+func overtakes(ws []*waited) int {
+	n := 0
+	for _, b := range ws {
+		for _, a := range ws {
+			aDone := a.served
+			if aDone == 0 {
+				aDone = a.ended
+			}
+			if b.served != 0 && a.asked+int64(overtakeGap) <= b.asked && aDone > b.served {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // TestChaosSlotsCatchesAnExtraChild is the slots mode's negative control:
@@ -233,5 +267,25 @@ func TestChaosSlotsCatchesAnExtraChild(t *testing.T) {
 	if len(hs) != h.slots || len(over) == 0 || len(within) != 0 {
 		t.Errorf("%d holders; %d violations against %d slots (want some), %d against %d (want none: %q)",
 			len(hs), len(over), chaosSlots, len(within), chaosSlots+1, within)
+	}
+}
+
+func TestOvertakes(t *testing.T) {
+	s := int64(time.Second)
+	tests := []struct {
+		name string
+		ws   []*waited
+		want int
+	}{
+		{"served in order", []*waited{{asked: 0, served: 1 * s}, {asked: 2 * s, served: 3 * s}}, 0},
+		{"the later one first", []*waited{{asked: 0, served: 5 * s}, {asked: 2 * s, served: 3 * s}}, 1},
+		{"the earlier one never served", []*waited{{asked: 0, ended: 10 * s}, {asked: 2 * s, served: 3 * s}}, 1},
+		{"the earlier one gone before", []*waited{{asked: 0, ended: 2 * s, cut: true}, {asked: 2 * s, served: 3 * s}}, 0},
+		{"started too close to tell", []*waited{{asked: 0, served: 5 * s}, {asked: s / 2, served: 3 * s}}, 0},
+	}
+	for _, tt := range tests {
+		if got := overtakes(tt.ws); got != tt.want {
+			t.Errorf("%s: %d overtakes, want %d", tt.name, got, tt.want)
+		}
 	}
 }
