@@ -34,9 +34,10 @@ const chaosSlots = 3
 // slotsMode is the slots mode on one kind of store.
 type slotsMode struct {
 	name string
-	// probe is a URL of the kind of store, opened (which does no I/O) to
-	// ask whether it grants chaosSlots slots, before any server starts.
-	probe string
+	// probe is a URL of the kind of store, opened (which talks to no
+	// server; the embedded store creates its folder) to ask whether it
+	// grants chaosSlots slots, before any server starts.
+	probe func(t *testing.T) string
 	// outage is the longest one of the store's faults keeps it from
 	// answering (waitBound); 0: none of them silences it, so no waiter's
 	// place can lapse, and a run served out of order (overtakes) fails
@@ -52,10 +53,11 @@ type slotsMode struct {
 var supervisorFaults = []fault{killSupervisor, stopSupervisor, stopSupervisor, killChild, killWaiter}
 
 var slotsModes = []slotsMode{
-	{"embedded", "file:///nonexistent", 0, func(t *testing.T) (*harness, []fault) {
+	{"embedded", embeddedProbe, 0, func(t *testing.T) (*harness, []fault) {
 		return newHarness(t, "chaos-slots", "file://"+t.TempDir()), nil
 	}},
-	{"registry", "file:///nonexistent", time.Second + 200*time.Millisecond, func(t *testing.T) (*harness, []fault) {
+	// The registry grants what the embedded store behind it grants.
+	{"registry", embeddedProbe, time.Second + 200*time.Millisecond, func(t *testing.T) (*harness, []fault) {
 		store, err := filestore.Open(t.TempDir(), "chaos")
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +74,7 @@ var slotsModes = []slotsMode{
 		h.env = []string{"LEASECTL_TOKEN=" + registrytest.OperatorToken, "LEASECTL_CA_FILE=" + reg.Certs.CA}
 		return h, []fault{dropReplies(p), blackhole(p)}
 	}},
-	{"redis", "redis://127.0.0.1:1", time.Second + 200*time.Millisecond, func(t *testing.T) (*harness, []fault) {
+	{"redis", fixedProbe("redis://127.0.0.1:1"), time.Second + 200*time.Millisecond, func(t *testing.T) (*harness, []fault) {
 		srv := startRedis(t)
 		u, err := url.Parse(srv.URL)
 		if err != nil {
@@ -86,16 +88,22 @@ var slotsModes = []slotsMode{
 		return newHarness(t, "chaos-slots", "redis://"+p.Addr()+u.Path), []fault{freezeRedis(srv), dropReplies(p)}
 	}},
 	// A restart of PostgreSQL takes a second or two on a loaded machine.
-	{"postgres", "postgres://127.0.0.1:1/chaos", 3 * time.Second, func(t *testing.T) (*harness, []fault) {
+	{"postgres", fixedProbe("postgres://127.0.0.1:1/chaos"), 3 * time.Second, func(t *testing.T) (*harness, []fault) {
 		h, pg := newPostgresHarness(t, "chaos-slots")
 		return h, postgresFaults(pg)
 	}},
 	// A leader's death costs an election, and every lease a full TTL again.
-	{"etcd", "etcd://127.0.0.1:1", 4 * time.Second, func(t *testing.T) (*harness, []fault) {
+	{"etcd", fixedProbe("etcd://127.0.0.1:1"), 4 * time.Second, func(t *testing.T) (*harness, []fault) {
 		h, c, p := newEtcdHarness(t, "chaos-slots")
 		return h, append(leaderFaults(c), silentMemberFaults(c, p)...)
 	}},
 }
+
+// embeddedProbe is an embedded store in a folder of the test's own.
+func embeddedProbe(t *testing.T) string { return "file://" + t.TempDir() }
+
+// fixedProbe is the probe u, of a store no server of which is needed to ask.
+func fixedProbe(u string) func(*testing.T) string { return func(*testing.T) string { return u } }
 
 // blackhole makes p forward nothing and close nothing for 200 ms to 1.2 s:
 // the store is silent, as a host whose network went away.
@@ -126,7 +134,7 @@ func requireSlots(t *testing.T, rawURL string, n int) {
 func TestChaosSlots(t *testing.T) {
 	for _, m := range slotsModes {
 		t.Run(m.name, func(t *testing.T) {
-			requireSlots(t, m.probe, chaosSlots)
+			requireSlots(t, m.probe(t), chaosSlots)
 			h, faults := m.setUp(t)
 			h.slots, h.loops, h.outage = chaosSlots, 2*chaosSlots, m.outage
 			// A starved waiter shows only in a run longer than waitBound.
