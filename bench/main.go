@@ -57,6 +57,7 @@ var steps = []step{
 	{"topologies", (*bench).topologies, false}, {"etcd", (*bench).etcdFigures, false}, {"hedging", (*bench).etcdHedging, false},
 	{"postgres", (*bench).postgres, false}, {"registry", (*bench).registryFigures, false}, {"overdue", (*bench).overdueFigures, false},
 	{"notify", (*bench).notifyFigures, true},
+	{"slots", (*bench).slotsFigures, true}, {"slots-stores", (*bench).slotsStoreFigures, false},
 }
 
 func run() error {

@@ -78,7 +78,7 @@ func (b *bench) registryFigures() error {
 	if err := os.WriteFile(tokens, []byte("worker "+registryToken+"\n"), 0o600); err != nil {
 		return err
 	}
-	srv, url, err := b.startServe(certs, tokens)
+	srv, url, err := b.startServe(b.redis.URL+"?pool_size="+strconv.Itoa(registryPool), certs, tokens)
 	if err != nil {
 		return err
 	}
@@ -172,10 +172,10 @@ func (b *bench) registryFigures() error {
 	return nil
 }
 
-// startServe starts `leasectl serve` in front of the bench's Redis and
-// returns it with its URL, once it serves.
-func (b *bench) startServe(certs testcert.Files, tokens string) (*exec.Cmd, string, error) {
-	cmd := b.leasectlAt(b.redis.URL+"?pool_size="+strconv.Itoa(registryPool), "--namespace", registryNamespace, "--log-level", "info", "serve",
+// startServe starts `leasectl serve` in front of the store at store ("":
+// the embedded store) and returns it with its URL, once it serves.
+func (b *bench) startServe(store string, certs testcert.Files, tokens string) (*exec.Cmd, string, error) {
+	cmd := b.leasectlAt(store, "--namespace", registryNamespace, "--log-level", "info", "serve",
 		"--listen", "127.0.0.1:0", "--tokens", tokens, "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--rate-limit", "0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

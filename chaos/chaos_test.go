@@ -79,17 +79,22 @@ type harness struct {
 	url     string // the store's URL
 	timing  timing // the supervisors' --ttl, --heartbeat and --safety
 	job     string
-	records string   // the children's record files
-	logs    string   // one stderr file per supervisor
-	state   string   // XDG_STATE_HOME of the supervisors
-	wrap    []string // run the child under this command (the negative control's setsid)
+	records string        // the children's record files
+	logs    string        // one stderr file per supervisor
+	state   string        // XDG_STATE_HOME of the supervisors
+	wrap    []string      // run the child under this command (the negative control's setsid)
+	env     []string      // more environment of every leasectl command (a registry's token)
+	slots   int           // every run's --slots (0: not given, one slot)
+	loops   int           // workers looping on the job at once
+	outage  time.Duration // the longest a store fault keeps the store silent (waitBound)
 
 	mu        sync.Mutex
 	live      map[*exec.Cmd]bool
-	ending    syscall.Signal       // what stopAll sent, to runs started since too
-	workerIDs map[*exec.Cmd]string // each run's --worker-id
-	workers   int                  // worker IDs handed out
-	holder    *current             // the supervisor whose child announced itself last
+	ending    syscall.Signal         // what stopAll sent, to runs started since too
+	workerIDs map[*exec.Cmd]string   // each run's --worker-id
+	workers   int                    // worker IDs handed out
+	holders   map[*exec.Cmd]*current // the supervisors whose children announced themselves, until they exit
+	waits     map[*exec.Cmd]*waited  // when each run asked and was served (slots_test.go)
 	runs      int
 	exits     map[int]int    // leasectl's exit codes; -1: killed by a signal
 	exitOf    map[string]int // each run's exit code, by its worker ID
@@ -129,7 +134,8 @@ func newHarness(t *testing.T, job, url string) *harness {
 	return &harness{
 		t: t, url: url, timing: timing{ttl, heartbeat, safety}, job: job,
 		records: t.TempDir(), logs: t.TempDir(), state: t.TempDir(),
-		live: map[*exec.Cmd]bool{}, workerIDs: map[*exec.Cmd]string{}, exits: map[int]int{}, exitOf: map[string]int{}, faults: map[string]int{},
+		loops: workers, live: map[*exec.Cmd]bool{}, workerIDs: map[*exec.Cmd]string{}, exits: map[int]int{}, exitOf: map[string]int{}, faults: map[string]int{},
+		holders: map[*exec.Cmd]*current{}, waits: map[*exec.Cmd]*waited{},
 		enough: make(chan struct{}),
 	}
 }
@@ -147,7 +153,11 @@ func (h *harness) command(childRun string) *exec.Cmd {
 	args := []string{"run", "--wait", "--job", h.job, "--worker-id", worker,
 		"--ttl", h.timing.ttl.String(), "--heartbeat", h.timing.heartbeat.String(), "--safety", h.timing.safety.String(),
 		// Crashes are what this test causes; it must never quarantine.
-		"--max-crashes", "1000000", "--"}
+		"--max-crashes", "1000000"}
+	if h.slots > 0 {
+		args = append(args, "--slots", strconv.Itoa(h.slots))
+	}
+	args = append(args, "--")
 	args = append(append(args, h.wrap...), os.Args[0])
 	cmd := h.leasectl(args...)
 	cmd.Env = append(cmd.Env, childDirEnv+"="+h.records, childRunEnv+"="+childRun)
@@ -169,6 +179,7 @@ func (h *harness) leasectl(args ...string) *exec.Cmd {
 		"LEASECTL_LOG_LEVEL=info",
 		"XDG_STATE_HOME="+h.state,
 	)
+	cmd.Env = append(cmd.Env, h.env...)
 	return cmd
 }
 
@@ -191,11 +202,14 @@ func (h *harness) start(cmd *exec.Cmd, onStarted func(pid int)) (<-chan struct{}
 	if err != nil {
 		return nil, err
 	}
+	asked := monotonicNow()
+	cmd.Env = append(cmd.Env, childAskedEnv+"="+strconv.FormatInt(asked, 10))
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	h.mu.Lock()
 	h.live[cmd] = true
+	h.waits[cmd] = &waited{asked: asked}
 	if h.ending != 0 {
 		// Started as stopAll ran: it gets what the others got.
 		cmd.Process.Signal(h.ending)
@@ -224,9 +238,8 @@ func (h *harness) wait(cmd *exec.Cmd, outDone <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.live, cmd)
-	if h.holder != nil && h.holder.sup == cmd {
-		h.holder = nil
-	}
+	delete(h.holders, cmd)
+	h.waits[cmd].ended = monotonicNow()
 	h.exits[cmd.ProcessState.ExitCode()]++
 	h.exitOf[h.workerIDs[cmd]] = cmd.ProcessState.ExitCode()
 }
@@ -242,7 +255,8 @@ func (h *harness) worker(stop <-chan struct{}) {
 		cmd := h.command("")
 		outDone, err := h.start(cmd, func(pid int) {
 			h.mu.Lock()
-			h.holder = &current{sup: cmd, child: pid}
+			h.holders[cmd] = &current{sup: cmd, child: pid}
+			h.waits[cmd].served = monotonicNow()
 			h.started++
 			h.checkEnough()
 			h.mu.Unlock()
@@ -279,10 +293,15 @@ func pause(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }
 
+// currentHolder is one of the running holders (any, with several slots),
+// or nil.
 func (h *harness) currentHolder() *current {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.holder
+	for _, c := range h.holders {
+		return c
+	}
+	return nil
 }
 
 var (
@@ -318,15 +337,19 @@ var (
 		h.mu.Lock()
 		var waiters []*exec.Cmd
 		for cmd := range h.live {
-			if h.holder == nil || cmd != h.holder.sup {
+			if h.holders[cmd] == nil {
 				waiters = append(waiters, cmd)
 			}
 		}
-		h.mu.Unlock()
 		if len(waiters) == 0 {
+			h.mu.Unlock()
 			return false, nil
 		}
-		return waiters[rng.IntN(len(waiters))].Process.Kill() == nil, nil
+		w := waiters[rng.IntN(len(waiters))]
+		// Its wait is cut short: the starvation check leaves it out.
+		h.waits[w].cut = true
+		h.mu.Unlock()
+		return w.Process.Kill() == nil, nil
 	}}
 )
 
@@ -501,7 +524,7 @@ func (h *harness) chaos(d time.Duration, kinds []fault, want expect) {
 	t := h.t
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range workers {
+	for range h.loops {
 		wg.Go(func() { h.worker(stop) })
 	}
 	injected := make(chan struct{})
@@ -519,9 +542,15 @@ func (h *harness) chaos(d time.Duration, kinds []fault, want expect) {
 	h.resumers.Wait()
 	h.stopAll(syscall.SIGTERM)
 	if !waitGroup(&wg, hangGuard) {
-		t.Errorf("workers still running %s after the end; killing them", hangGuard)
-		h.stopAll(syscall.SIGKILL)
-		wg.Wait()
+		// SIGABRT, which leasectl does not catch, makes Go print every
+		// goroutine's stack to the run's log before it dies.
+		t.Errorf("workers still running %s after the end; their stacks:", hangGuard)
+		h.stopAll(syscall.SIGABRT)
+		if !waitGroup(&wg, hangGuard) {
+			h.stopAll(syscall.SIGKILL)
+			wg.Wait()
+		}
+		h.logLinesWith([]string{"SIGABRT", "goroutine ", ".go:"})
 	}
 	// A child whose supervisor was SIGKILLed just before the end may live
 	// until its watchdog's deadline: let that time pass before reading.
@@ -531,15 +560,18 @@ func (h *harness) chaos(d time.Duration, kinds []fault, want expect) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := violations(hs, want == exactCrashes || want == exclusive)
+	found := violations(hs, max(h.slots, 1), want == exactCrashes || want == exclusive)
 	for _, v := range found {
 		t.Errorf("violation: %s", v)
 	}
 	if len(found) > 0 {
 		h.logTokens(found)
 	}
+	if h.slots > 0 {
+		h.checkWaits()
+	}
 	if want == overlapsReported {
-		overlaps := len(violations(hs, true)) - len(found)
+		overlaps := len(violations(hs, 1, true)) - len(found)
 		t.Logf("overlaps=%d (two children alive at once; not promised in this configuration)", overlaps)
 	}
 	h.mu.Lock()
@@ -752,7 +784,7 @@ func TestChaosCatchesAnEscapedChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := violations(hs, true)
+	found := violations(hs, 1, true)
 	t.Logf("negative control: violations=%d holders=%d (%q)", len(found), len(hs), found)
 	if len(hs) != 2 || len(found) == 0 {
 		t.Errorf("the check saw %d holders and %d violations; want both children and their overlap", len(hs), len(found))

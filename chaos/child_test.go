@@ -19,7 +19,11 @@ const (
 	// childRunEnv is how long the child runs: a Go duration, or empty for a
 	// random time between minChildRun and maxChildRun.
 	childRunEnv = "CHAOS_CHILD_RUN"
-	minChildRun = 20 * time.Millisecond
+	// childAskedEnv is when the harness started the child's run, in
+	// CLOCK_MONOTONIC ns: before the run asked for its lease, so before
+	// its grant. The child copies it into its start record.
+	childAskedEnv = "CHAOS_CHILD_ASKED"
+	minChildRun   = 20 * time.Millisecond
 	// maxChildRun is above the lease's TTL, so that a child whose supervisor
 	// is frozen outlives the lease unless the watchdog kills it: without the
 	// watchdog, the check sees the next holder overlap it.
@@ -30,7 +34,8 @@ const (
 	aliveEvery = 2 * time.Millisecond
 )
 
-// Record kinds, one per line of a child's file: "<token> <kind> <ns>".
+// Record kinds, one per line of a child's file: "<token> <kind> <ns>", and
+// "<asked>" after them in the start record (childAskedEnv).
 const (
 	recStart = "start"
 	recAlive = "alive"
@@ -69,9 +74,14 @@ func runChild() int {
 		return 2
 	}
 	defer f.Close()
+	asked := os.Getenv(childAskedEnv)
 	record := func(kind string) int64 {
 		now := monotonicNow()
-		if _, err := fmt.Fprintf(f, "%d %s %d\n", token, kind, now); err != nil {
+		line := fmt.Sprintf("%d %s %d", token, kind, now)
+		if kind == recStart && asked != "" {
+			line += " " + asked
+		}
+		if _, err := fmt.Fprintln(f, line); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos child: %v\n", err)
 			os.Exit(2)
 		}

@@ -26,6 +26,11 @@
 // member the runs list first blackholed by a proxy that stops forwarding
 // without closing. The Sentinel modes freeze a Sentinel or a replica too.
 //
+// TestChaosSlots runs the loop with --slots 3 on every store that is a
+// leasestore.Queuer granting three slots (skipping the others): at most
+// three children alive at once, tokens in grant order, every waiter served
+// within the bound waitBound states, and no false crash.
+//
 // CHAOS_SECONDS sets how long the fault run lasts (default 20); `make chaos`
 // runs it for 60 seconds, and with it the Sentinel and Cluster modes without
 // min_replicas, which measure how often children overlap where nothing

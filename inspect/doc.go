@@ -136,7 +136,8 @@
 // JobSeriesLimit jobs: jobmetrics.go) leasectl_job_last_success_timestamp_seconds,
 // leasectl_job_last_run_duration_seconds, leasectl_job_last_run_result,
 // leasectl_job_expected_interval_seconds, leasectl_job_overdue,
-// leasectl_job_consecutive_crashes, leasectl_job_quarantined and
-// leasectl_job_lease_lost_total. The shipped alerting rules and dashboard
+// leasectl_job_consecutive_crashes, leasectl_job_quarantined,
+// leasectl_job_slots, leasectl_job_slots_in_use, leasectl_job_queue_length
+// and leasectl_job_lease_lost_total. The shipped alerting rules and dashboard
 // (packaging/prometheus, packaging/grafana) name only these.
 package inspect

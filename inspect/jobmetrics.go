@@ -222,6 +222,12 @@ func (m *Metrics) writeJobs(b *strings.Builder) {
 		func(s *jobSeries) (float64, bool) { return float64(s.st.Crashes), true })
 	each("leasectl_job_quarantined", "gauge", "1 when the job is quarantined.",
 		func(s *jobSeries) (float64, bool) { return boolValue(s.st.Quarantine != nil), true })
+	each("leasectl_job_slots", "gauge", "How many runs of the job may hold a lease at once (run --slots of its last grant).",
+		func(s *jobSeries) (float64, bool) { return float64(max(s.st.Slots, 1)), true })
+	each("leasectl_job_slots_in_use", "gauge", "The job's live leases: its slots in use.",
+		func(s *jobSeries) (float64, bool) { return float64(len(holders(s.st))), true })
+	each("leasectl_job_queue_length", "gauge", "The job's runs waiting for a slot (run --wait), lapsed ones left out; 0 on a store that keeps no queue.",
+		func(s *jobSeries) (float64, bool) { return float64(len(s.st.Queue)), true })
 	each("leasectl_job_lease_lost_total", "counter", "Renewals of the job that came after its lease expired (lease-lost events) this reaper saw.",
 		func(s *jobSeries) (float64, bool) { return float64(s.leaseLost), true })
 }

@@ -2,6 +2,7 @@ package packaging
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -101,6 +102,13 @@ func TestAlertingNamesExportedMetrics(t *testing.T) {
 		}
 		for i, q := range p.Targets {
 			exprs[dashboardFile+" "+p.Title+" #"+string(rune('A'+i))] = q.Expr
+		}
+	}
+	// What on-call reads of a job of several slots (issue 24) is on the
+	// dashboard.
+	for _, want := range []string{"leasectl_job_slots", "leasectl_job_slots_in_use", "leasectl_job_queue_length"} {
+		if !slices.ContainsFunc(slices.Collect(maps.Values(exprs)), func(e string) bool { return slices.Contains(metricName.FindAllString(e, -1), want) }) {
+			t.Errorf("%s shows no %s", dashboardFile, want)
 		}
 	}
 	for where, expr := range exprs {

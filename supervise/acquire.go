@@ -75,8 +75,13 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			// subscription refused (a registry at its limit, a store
 			// failing) does not stop the attempt: the lease may be free,
 			// and a refused attempt still wakes at the holder's expiry.
+			// Nor does one whose answer never comes back (a registry's
+			// reply lost): like each ask, it is bounded by --safety.
+			sctx, cancel := context.WithTimeout(ctx, cfg.Safety)
 			var err error
-			if sub, err = s.Store.Subscribe(ctx, cfg.Job); err == nil {
+			sub, err = s.Store.Subscribe(sctx, cfg.Job)
+			cancel()
+			if err == nil {
 				released = sub.Released()
 			} else {
 				log.Warn().Err(err).Msg("cannot watch for the lease's release; trying it now, and again at the holder's expiry")

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"slices"
@@ -214,13 +215,24 @@ func (f *fakeStore) failSubscribes(errs ...error) {
 	f.failSubs = append(f.failSubs, errs...)
 }
 
-func (f *fakeStore) Subscribe(context.Context, string) (leasestore.Subscription, error) {
+// errSubscribeUnanswered, given to failSubscribes, makes a Subscribe call
+// wait for its context to end: a store whose answer never comes back.
+var errSubscribeUnanswered = errors.New("no answer")
+
+func (f *fakeStore) Subscribe(ctx context.Context, _ string) (leasestore.Subscription, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.subs++
+	var err error
 	if len(f.failSubs) > 0 {
-		err := f.failSubs[0]
+		err = f.failSubs[0]
 		f.failSubs = f.failSubs[1:]
+	}
+	f.mu.Unlock()
+	switch {
+	case err == errSubscribeUnanswered:
+		<-ctx.Done()
+		return nil, &leasestore.UnavailableError{Op: "subscribe", Err: ctx.Err()}
+	case err != nil:
 		return nil, err
 	}
 	return fakeSub{f.notify}, nil

@@ -429,6 +429,18 @@ func TestWaitTriesTheLeaseWhenItCannotSubscribe(t *testing.T) {
 	h.end(Exit{Code: 0})
 }
 
+// A subscription whose answer never comes back (a registry's reply lost
+// on the way) is given up after --safety, as a refused one is: the run goes
+// on to try the lease instead of hanging there, deaf to signals.
+func TestWaitTriesTheLeaseWhenSubscribingIsNotAnswered(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.store.failSubscribes(errSubscribeUnanswered)
+	h.store.grant(11)
+	h.start()
+	h.waitStarted()
+	h.end(Exit{Code: 0})
+}
+
 func TestWaitWithoutSubscriptionWakesAtTheHoldersExpiry(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Wait = true })
 	h.store.failSubscribes(errSubscriptionsFull)

@@ -1,0 +1,305 @@
+//go:build linux
+
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/leasectl/leasectl/internal/pgtest"
+	"github.com/leasectl/leasectl/internal/testcert"
+	"github.com/leasectl/leasectl/leasestore"
+
+	// The embedded store, asked by URL whether it is a leasestore.Queuer.
+	_ "github.com/leasectl/leasectl/leasestore/filestore"
+)
+
+// The figures of slots and of FIFO waiting (issue 24), on every store that
+// is a leasestore.Queuer when the bench runs; a store that is not gets a
+// line saying so. The quick run takes the embedded store and Redis, the
+// full one the registry, PostgreSQL and etcd too.
+const (
+	// fifoWaiters wait on one job for the arrival-order figure.
+	fifoWaiters = 50
+	// slotsCompared is the --slots whose `run -- true` is timed against
+	// --slots 1.
+	slotsCompared = 3
+)
+
+// queuerStore is a store the slots figures run against.
+type queuerStore struct {
+	name string
+	url  string // the runs' --store ("": the embedded store)
+	// probe is the URL of the store that decides whether slots and the
+	// queue are kept: url, or the store behind a registry. Opening it does
+	// no I/O.
+	probe string
+	env   []string // more environment of the runs: a registry's token
+}
+
+// run is a leasectl command on s.
+func (s queuerStore) run(b *bench, args ...string) *exec.Cmd {
+	cmd := b.leasectlAt(s.url, args...)
+	cmd.Env = append(cmd.Env, s.env...)
+	return cmd
+}
+
+// queues reports whether s is a leasestore.Queuer granting slots slots a
+// job; if not, it prints a line saying so.
+func (s queuerStore) queues(slots int) (bool, error) {
+	st, err := leasestore.Open(context.Background(), s.probe, "bench")
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", s.name, err)
+	}
+	defer st.Close()
+	if q, ok := st.(leasestore.Queuer); ok && q.MaxSlots() >= slots {
+		return true, nil
+	}
+	fmt.Printf("# slots_%s: not supported (the store is no leasestore.Queuer granting %d slots): its slots and FIFO lines are skipped\n", s.name, slots)
+	return false, nil
+}
+
+// slotsFigures measures, on the embedded store and Redis: the handoff to
+// the first of two FIFO waiters against the handoff to a lone waiter,
+// interleaved; `run --slots 3 -- true` against `--slots 1`; and 50
+// waiters on one job served in arrival order.
+func (b *bench) slotsFigures() error {
+	for _, s := range []queuerStore{
+		{name: "embedded", probe: "file://" + filepath.Join(b.stateDir, "leasectl")},
+		{name: "redis", url: b.redis.URL, probe: b.redis.URL},
+	} {
+		ok, err := s.queues(slotsCompared)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := b.slotsCost(s); err != nil {
+			return err
+		}
+		if err := b.fifoFigures(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// slotsStoreFigures is fifoFigures on the registry (serving the embedded
+// store), PostgreSQL and etcd, each started only if it is a Queuer.
+func (b *bench) slotsStoreFigures() error {
+	for _, fig := range []func() error{b.registryFIFO, b.postgresFIFO, b.etcdFIFO} {
+		if err := fig(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// registryFIFO runs fifoFigures through a `leasectl serve` in front of an
+// embedded store of its own.
+func (b *bench) registryFIFO() error {
+	dir := filepath.Join(b.tmp, "registry-fifo")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	backing := "file://" + filepath.Join(dir, "store")
+	s := queuerStore{name: "registry", probe: backing}
+	if ok, err := s.queues(slotsCompared); err != nil || !ok {
+		return err
+	}
+	certs, err := testcert.Generate(dir)
+	if err != nil {
+		return err
+	}
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("worker "+registryToken+"\n"), 0o600); err != nil {
+		return err
+	}
+	srv, url, err := b.startServe(backing, certs, tokens)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+	}()
+	s.url = url
+	s.env = []string{"LEASECTL_TOKEN=" + registryToken, "LEASECTL_CA_FILE=" + certs.CA, "LEASECTL_NAMESPACE=" + registryNamespace}
+	return b.fifoFigures(s)
+}
+
+// postgresFIFO runs fifoFigures on a PostgreSQL of its own.
+func (b *bench) postgresFIFO() error {
+	s := queuerStore{name: "postgres", probe: "postgres://127.0.0.1:1/bench"}
+	if ok, err := s.queues(slotsCompared); err != nil || !ok {
+		return err
+	}
+	srv, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		fmt.Printf("# slots_postgres skipped: %v\n", err)
+		return nil
+	}
+	defer srv.Stop()
+	s.url, s.probe = srv.URL, srv.URL
+	return b.fifoFigures(s)
+}
+
+// etcdFIFO runs fifoFigures on the bench's etcd, when it runs.
+func (b *bench) etcdFIFO() error {
+	if b.etcd == nil {
+		fmt.Println("# slots_etcd skipped: etcd is not running")
+		return nil
+	}
+	s := queuerStore{name: "etcd", url: b.etcdStoreURL(), probe: b.etcdStoreURL()}
+	if ok, err := s.queues(slotsCompared); err != nil || !ok {
+		return err
+	}
+	return b.fifoFigures(s)
+}
+
+// slotsCost times `run --slots 3 -- true` against `run --slots 1 -- true`
+// on s, interleaved, each on a job of its own (a job's runs agree on
+// their slots).
+func (b *bench) slotsCost(s queuerStore) error {
+	one, three := "slots_1_"+s.name, "slots_3_"+s.name
+	samples, err := b.interleave([]starter{
+		{one, func() *exec.Cmd { return s.run(b, "run", "--job", "slots-one", "--slots", "1", "--", "true") }},
+		{three, func() *exec.Cmd {
+			return s.run(b, "run", "--job", "slots-three", "--slots", strconv.Itoa(slotsCompared), "--", "true")
+		}},
+	})
+	if err != nil {
+		return err
+	}
+	n := fmt.Sprintf("median of %d interleaved runs", startupRounds)
+	line("run_"+one+"_ms", median(samples[one]), "ms", "leasectl run --slots 1 -- true; "+n)
+	line("run_"+three+"_ms", median(samples[three]), "ms", fmt.Sprintf("leasectl run --slots %d -- true; %s", slotsCompared, n))
+	line("run_"+three+"_vs_1", median(samples[three])/median(samples[one]), "x", "target <= 1.1")
+	return nil
+}
+
+// fifoFigures measures on s the handoff to the first of two FIFO waiters
+// against the handoff to a lone waiter, interleaved, and serves
+// fifoWaiters waiters on one job.
+func (b *bench) fifoFigures(s queuerStore) error {
+	samples := map[int][]float64{}
+	firstServed := 0 // FIFO handoffs that went to the first waiter
+	for range handoffRounds {
+		for _, waiters := range b.rng.Perm(2) {
+			d, first, err := b.queuedHandoff(s, waiters+1)
+			if err != nil {
+				return fmt.Errorf("handoff on %s: %w", s.name, err)
+			}
+			samples[waiters+1] = append(samples[waiters+1], d)
+			if first && waiters == 1 {
+				firstServed++
+			}
+		}
+	}
+	lone, fifo := median(samples[1]), median(samples[2])
+	n := fmt.Sprintf("median of %d, interleaved", handoffRounds)
+	line("handoff_fifo_"+s.name+"_ms", fifo, "ms", fmt.Sprintf("to the first of 2 waiters in the queue (served first in %d of %d); target <= handoff_lone_%s_ms, %.2f in the same run; %s",
+		firstServed, handoffRounds, s.name, lone, n))
+	line("handoff_lone_"+s.name+"_ms", lone, "ms", "to a lone waiter, as before FIFO waiting; "+n)
+	line("handoff_fifo_"+s.name+"_vs_lone", fifo/lone, "x", "target <= 1")
+	inPlace, err := b.arrivalOrder(s)
+	if err != nil {
+		return fmt.Errorf("%d waiters on %s: %w", fifoWaiters, s.name, err)
+	}
+	verdict := "no"
+	if inPlace == fifoWaiters {
+		verdict = "yes"
+	}
+	fmt.Printf("fifo_order_%s %d of_%d # in order: %s; waiters served in their place of arrival, each queued before the next started; target: all %d\n",
+		s.name, inPlace, fifoWaiters, verdict, fifoWaiters)
+	return nil
+}
+
+// queuedHandoff starts a holder on a fresh job of s and then waiters
+// waiters, each once the one before waits, releases the holder, and returns
+// the time from the holder's child's end to the first waiter's child's
+// start, in milliseconds, and whether the first waiter started first.
+func (b *bench) queuedHandoff(s queuerStore, waiters int) (float64, bool, error) {
+	starts, ended, err := b.serveQueue(s, "fifo-"+strconv.Itoa(b.next()), waiters)
+	if err != nil {
+		return 0, false, err
+	}
+	return float64(starts[0]-ended) / 1e6, slices.Min(starts) == starts[0], nil
+}
+
+// arrivalOrder queues fifoWaiters waiters on one job of s and returns how
+// many were served in their place of arrival.
+func (b *bench) arrivalOrder(s queuerStore) (int, error) {
+	starts, _, err := b.serveQueue(s, "arrival-"+strconv.Itoa(b.next()), fifoWaiters)
+	if err != nil {
+		return 0, err
+	}
+	order := make([]int, len(starts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(starts[i], starts[j]) })
+	inPlace := 0
+	for place, i := range order {
+		if place == i {
+			inPlace++
+		}
+	}
+	return inPlace, nil
+}
+
+// serveQueue starts a holder on job of s and then n waiters (`run --wait`),
+// each once the one before logged that it waits, releases the holder, and
+// waits for every waiter to run its child. It returns the waiters' child
+// starts in arrival order and the holder's child's end (CLOCK_MONOTONIC ns).
+func (b *bench) serveQueue(s queuerStore, job string, n int) (starts []int64, ended int64, err error) {
+	holderFile := b.file("holder")
+	holder, err := startProc(s.run(b, "run", "--job", job, "--", b.stamp, "hold", holderFile), true)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer holder.cmd.Process.Kill()
+	if _, err := holder.childPID(); err != nil {
+		return nil, 0, err
+	}
+	files := make([]string, n)
+	waiters := make([]*proc, n)
+	for i := range n {
+		files[i] = b.file("waiter")
+		w, err := startProc(s.run(b, "--log-level", "debug", "run", "--job", job, "--wait", "--", b.stamp, "start", files[i]), false)
+		if err != nil {
+			return nil, 0, err
+		}
+		defer w.cmd.Process.Kill()
+		if err := w.awaitWaiting(); err != nil {
+			return nil, 0, err
+		}
+		waiters[i] = w
+	}
+	holder.release()
+	if err := holder.waitOK(); err != nil {
+		return nil, 0, err
+	}
+	for _, w := range waiters {
+		if err := w.waitOK(); err != nil {
+			return nil, 0, err
+		}
+	}
+	if ended, err = readStamp(holderFile); err != nil {
+		return nil, 0, err
+	}
+	starts = make([]int64, n)
+	for i, f := range files {
+		if starts[i], err = readStamp(f); err != nil {
+			return nil, 0, err
+		}
+	}
+	return starts, ended, nil
+}
