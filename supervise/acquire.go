@@ -15,6 +15,15 @@ import (
 // so the retry lands after the expiry rather than a hair before it.
 const waitMargin = 5 * time.Millisecond
 
+// goneHolderRetry is how soon a waiter first asks again when the store
+// still holds the job for a supervisor of this host that is already gone:
+// its watchdog is ending the run's group, which the store then proves over
+// (leasestore.GroupNoter), usually within milliseconds, but later on a
+// loaded host. Each such answer in a row doubles it, up to the heartbeat,
+// so that a store that waits for the lease's expiry instead is not asked
+// in a tight loop.
+const goneHolderRetry = 100 * time.Millisecond
+
 // acquire gets the lease, as acquireLoop does, and reports whether a
 // request went unanswered on the way (see acquireLoop). When it gives up
 // after such a request, the store may have granted it all the same, to a
@@ -49,6 +58,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 	// queued: the store put this run in the job's queue of waiters, which
 	// it leaves when it gives up waiting.
 	queued := false
+	goneRetry := goneHolderRetry
 	giveUp := func() {
 		if queued {
 			s.leave(cfg, log)
@@ -125,6 +135,15 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			}
 			if s.WatchExit != nil && held.Host == cfg.Host && held.PID > 0 {
 				holderExited, stopWatch = s.WatchExit(held.PID)
+				if fired(holderExited) {
+					// Gone before the watch began: a wake-up now would
+					// find the store answering as it just did.
+					holderExited = nil
+					wake = min(wake, goneRetry)
+					goneRetry = min(2*goneRetry, cfg.Heartbeat)
+				} else {
+					goneRetry = goneHolderRetry
+				}
 			}
 		case cfg.Wait && errors.Is(err, leasestore.ErrUnavailable):
 			log.Warn().Err(err).Msg("the store failed while waiting for the lease; trying again")
@@ -159,6 +178,16 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		}
 		retry.Stop()
 		stopWatch()
+	}
+}
+
+// fired reports whether ch is closed already; a nil ch never fires.
+func fired(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

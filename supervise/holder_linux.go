@@ -8,12 +8,17 @@ import (
 )
 
 // WatchExit watches process pid of this host through a pidfd: the channel
-// is closed when it exits; stop ends the watch. A process already gone, or
-// one that cannot be watched, gives a nil channel, which never fires: the
-// caller then waits as it would without. stop may be called more than
-// once.
+// is closed when it exits; stop ends the watch. A process already gone
+// gives a channel already closed; one that cannot be watched gives a nil
+// channel, which never fires: the caller then waits as it would without.
+// stop may be called more than once.
 func WatchExit(pid int) (exited <-chan struct{}, stop func()) {
 	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		gone := make(chan struct{})
+		close(gone)
+		return gone, func() {}
+	}
 	if err != nil {
 		return nil, func() {}
 	}

@@ -29,7 +29,7 @@ func TestWatchExitFiresWhenTheProcessExits(t *testing.T) {
 
 	gone, stopGone := WatchExit(cmd.Process.Pid)
 	defer stopGone()
-	if gone != nil {
-		t.Error("a process already reaped is watched; want a nil channel, the wait as without")
+	if !fired(gone) {
+		t.Error("a process already reaped gives a channel not closed; want one closed, so the waiter knows it gone")
 	}
 }

@@ -414,6 +414,27 @@ func TestWaitWakesWhenTheHoldersSupervisorOnThisHostExits(t *testing.T) {
 	}
 }
 
+func TestWaitAsksAgainSoonWhenTheHoldersSupervisorIsAlreadyGone(t *testing.T) {
+	// The store still holds the job for a supervisor of this host that
+	// exited before the watch began (its watchdog is ending the group): the
+	// waiter asks again after goneHolderRetry, then twice that, not after
+	// the lease's hour.
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.watchExit = func(int) (<-chan struct{}, func()) { return closed(), func() {} }
+	gone := &leasestore.HeldError{Job: "nightly", Holder: "other", Host: "h1", PID: 99, ExpiresIn: time.Hour}
+	h.store.refuse(gone)
+	h.store.refuse(gone)
+	h.store.grant(11)
+	h.start()
+	for _, after := range []time.Duration{goneHolderRetry, 2 * goneHolderRetry} {
+		<-h.held
+		h.clock.AwaitTimer(t, h.clock.Now().Add(after))
+		h.clock.Advance(after)
+	}
+	h.waitStarted()
+	h.end(Exit{Code: 0})
+}
+
 // errSubscriptionsFull is how a registry at its subscription limit answers.
 var errSubscriptionsFull = &leasestore.UnavailableError{Op: "subscribe", Err: errors.New("too_many_subscriptions")}
 
