@@ -155,6 +155,7 @@ func (ls *lockstep) acquire(t *testing.T, worker int, req leasestore.AcquireRequ
 	m := ls.model[req.Job]
 	step, ml, merr := rules.Acquire(&m.rec, req, ls.now)
 	m.apply(step)
+	ls.firstHolder(req.Job, serr, merr)
 	ls.compareAnswers(t, "acquire", serr, merr)
 	ls.noteWaiter(worker, req, merr)
 	if ml == nil {
