@@ -1,0 +1,165 @@
+package etcdstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+	"github.com/leasectl/leasectl/leasestore/storetest"
+)
+
+// slotRequest is a request for a job of slots slots.
+func slotRequest(job, worker string, slots int, wait bool) leasestore.AcquireRequest {
+	req := storetest.Request(job, worker, storetest.LongTTL)
+	req.Slots, req.Wait = slots, wait
+	return req
+}
+
+// keysOf lists the keys of namespace ns on s's etcd, without the namespace.
+func keysOf(t *testing.T, s *Store) []string {
+	t.Helper()
+	var resp rangeResponse
+	p := []byte(s.ns + "#")
+	req := &rangeRequest{Key: p, RangeEnd: []byte(s.ns + "$"), KeysOnly: true}
+	if err := s.c.call(t.Context(), "/v3/kv/range", req, &resp); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, kv := range resp.KVs {
+		keys = append(keys, strings.TrimPrefix(string(kv.Key), s.ns+"#"))
+	}
+	return keys
+}
+
+// TestEtcdSlotLayout: a job of one slot has the keys a store of one run per
+// job always wrote, and the runs of slots 1 and up keys of their own with
+// the slot's suffix, on etcd leases of their own; the record keeps the
+// job's slots and each slot's etcd leases.
+func TestEtcdSlotLayout(t *testing.T) {
+	c := testEtcd.Get(t)
+	s := openEtcd(t, c.URL(), freshNamespace())
+	storetest.Acquire(t, s, slotRequest("one", "w1", 1, false))
+	a := storetest.Acquire(t, s, slotRequest("three", "a", 3, false))
+	b := storetest.Acquire(t, s, slotRequest("three", "b", 3, false))
+	want := []string{"ev/one", "ev/three", "ev/three#1", "job/one", "job/three", "live/one", "live/three", "live/three#1"}
+	if got := keysOf(t, s); !slices.Equal(got, want) {
+		t.Fatalf("keys %v, want %v", got, want)
+	}
+	states, err := s.read(t.Context(), "test", "three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := states[0]
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(st.doc.Value, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if string(doc["slots"]) != "3" || doc["slot_leases"] == nil || doc["runs"] != nil {
+		t.Errorf("record %s: want slots 3, the leases of slot 1, and no runs (they are the keys)", st.doc.Value)
+	}
+	zero, one := st.slot(0), st.slot(1)
+	if zero.liveToken != a.Token || one.liveToken != b.Token || zero.live.Lease == one.live.Lease || zero.ev.Lease == one.ev.Lease {
+		t.Errorf("slot 0 carries token %d on lease %x, slot 1 token %d on lease %x: want a's and b's tokens on leases of their own",
+			zero.liveToken, zero.live.Lease, one.liveToken, one.live.Lease)
+	}
+	storetest.Release(t, s, b, leasestore.ResultCompleted)
+	// Slot 1's next run takes over its etcd leases, never slot 0's.
+	d := storetest.Acquire(t, s, slotRequest("three", "d", 3, false))
+	states, err = s.read(t.Context(), "test", "three")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := states[0].slot(1); d.Slot != 1 || got.live.Lease != one.live.Lease || got.live.Lease == zero.live.Lease {
+		t.Errorf("d in slot %d on lease %x, want slot 1 on its previous lease %x", d.Slot, got.live.Lease, one.live.Lease)
+	}
+}
+
+// TestEtcdSlotsRace: clients asking for a job of three slots at once, over
+// and over, get at most three runs at a time, each in a slot of its own,
+// and tokens that rise with every grant: the guards of the grants'
+// transactions, not the clients, decide.
+func TestEtcdSlotsRace(t *testing.T) {
+	c := testEtcd.Get(t)
+	ns := freshNamespace()
+	const slots, clients, rounds = 3, 8, 5
+	stores := make([]*Store, clients)
+	for i := range stores {
+		stores[i] = openEtcd(t, c.URL(), ns)
+	}
+	var last int64
+	for round := range rounds {
+		leases := make([]*leasestore.Lease, clients)
+		errs := make([]error, clients)
+		var wg sync.WaitGroup
+		for i, s := range stores {
+			wg.Go(func() {
+				leases[i], errs[i] = s.Acquire(storetest.Ctx(t), slotRequest("job", fmt.Sprintf("w%d.%d", i, round), slots, false))
+			})
+		}
+		wg.Wait()
+		var granted []*leasestore.Lease
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				granted = append(granted, leases[i])
+			case !errors.As(err, new(*leasestore.HeldError)):
+				t.Fatalf("round %d: client %d: %v, want a grant or *HeldError", round, i, err)
+			}
+		}
+		if len(granted) != slots {
+			t.Fatalf("round %d: %d grants, want %d", round, len(granted), slots)
+		}
+		slices.SortFunc(granted, func(a, b *leasestore.Lease) int { return int(a.Token - b.Token) })
+		var inUse []int
+		for _, l := range granted {
+			if l.Token <= last {
+				t.Errorf("round %d: token %d after %d", round, l.Token, last)
+			}
+			last = l.Token
+			inUse = append(inUse, l.Slot)
+		}
+		if slices.Sort(inUse); !slices.Equal(inUse, []int{0, 1, 2}) {
+			t.Errorf("round %d: slots %v, want 0, 1, 2", round, inUse)
+		}
+		for _, l := range granted {
+			storetest.Release(t, stores[0], l, leasestore.ResultCompleted)
+		}
+	}
+}
+
+// TestEtcdWaiterLeavingWakesTheNext: a waiter that leaves the queue while
+// a slot is free, promised to it, deletes no key; the next waiter is woken
+// all the same, by the record's count of wake-ups.
+func TestEtcdWaiterLeavingWakesTheNext(t *testing.T) {
+	c := testEtcd.Get(t)
+	ns := freshNamespace()
+	s := openEtcd(t, c.URL(), ns)
+	a := storetest.Acquire(t, s, slotRequest("job", "a", 1, true))
+	for _, w := range []string{"b", "c"} {
+		if _, err := s.Acquire(storetest.Ctx(t), slotRequest("job", w, 1, true)); !errors.As(err, new(*leasestore.HeldError)) {
+			t.Fatalf("%s: %v, want *HeldError", w, err)
+		}
+	}
+	storetest.Release(t, s, a, leasestore.ResultCompleted)
+	// Subscribed after the release: only what follows wakes it.
+	sub, err := openEtcd(t, c.URL(), ns).Subscribe(storetest.Ctx(t), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	if err := s.Leave(storetest.Ctx(t), "job", "b"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.Released():
+	case <-time.After(storetest.HangGuard):
+		t.Fatalf("b leaving while the free slot was its woke no waiter within %s", storetest.HangGuard)
+	}
+	storetest.Acquire(t, s, slotRequest("job", "c", 1, true))
+}
