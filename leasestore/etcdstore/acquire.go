@@ -53,17 +53,17 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		}
 		if ss := st.slot(lease.Slot); ss != nil && ss.evd != nil && ss.evd.Token == lease.Token {
 			// Asked again by the holder of a live lease: the same lease,
-			// renewed as Renew would.
+			// renewed as Renew would. It may be this call's own grant,
+			// committed by a copy of its transaction whose answer came
+			// after another copy's refusal (the client hedges): its etcd
+			// leases are in use, and revoking them would end the run it
+			// granted.
+			g.keep = leasePair{ss.live.Lease, ss.ev.Lease}
 			ttls, err := s.keepAlive(ctx, "acquire", ss.live.Lease, ss.ev.Lease)
 			if err != nil {
 				return nil, err
 			}
 			if ttls[0] > 0 {
-				// The lease may be this call's own grant, committed by a
-				// copy of its transaction whose answer came after another
-				// copy's refusal (the client hedges): its etcd leases are in
-				// use, and revoking them would end the run it just granted.
-				g.keep = leasePair{ss.live.Lease, ss.ev.Lease}
 				s.remember(req.Job, heldRun{req.Holder, lease.Token, lease.Slot, ss.live.Lease, ss.ev.Lease})
 				return lease, nil
 			}
