@@ -163,3 +163,35 @@ func TestEtcdWaiterLeavingWakesTheNext(t *testing.T) {
 	}
 	storetest.Acquire(t, s, slotRequest("job", "c", 1, true))
 }
+
+// TestEtcdScanSplitsBySize: a scan that counts the crashes of 40 jobs of
+// three slots each, more compares and deletions than etcd's --max-txn-ops
+// lets one transaction hold, counts every one of them, in transactions
+// that fit.
+func TestEtcdScanSplitsBySize(t *testing.T) {
+	c := testEtcd.Get(t)
+	s := openEtcd(t, c.URL(), freshNamespace())
+	const jobs, slots = batchJobs, 3
+	var last *leasestore.Lease
+	for j := range jobs {
+		for w := range slots {
+			req := slotRequest(fmt.Sprintf("job%d", j), fmt.Sprintf("w%d.%d", j, w), slots, false)
+			req.TTL = minTTL
+			last = storetest.Acquire(t, s, req)
+		}
+	}
+	// The last run's lease was the last granted: once it expired, so had
+	// every other.
+	for guard := time.Now().Add(storetest.HangGuard); len(storetest.Status(t, s, last.Job).Holders) > 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(guard) {
+			t.Fatalf("the runs of %s still live after %s", last.Job, storetest.HangGuard)
+		}
+	}
+	crashes, err := s.Scan(storetest.Ctx(t))
+	if err != nil {
+		t.Fatalf("Scan: %v", err)
+	}
+	if len(crashes) != jobs*slots {
+		t.Fatalf("scan counted %d crashes, want %d", len(crashes), jobs*slots)
+	}
+}
