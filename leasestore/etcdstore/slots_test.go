@@ -83,14 +83,26 @@ func TestEtcdSlotLayout(t *testing.T) {
 // TestEtcdSlotsRace: clients asking for a job of three slots at once, over
 // and over, get at most three runs at a time, each in a slot of its own,
 // and tokens that rise with every grant: the guards of the grants'
-// transactions, not the clients, decide.
+// transactions, not the clients, decide. On a cluster of three members,
+// each client talks to a member of its own.
 func TestEtcdSlotsRace(t *testing.T) {
-	c := testEtcd.Get(t)
+	t.Run("one member", func(t *testing.T) {
+		c := testEtcd.Get(t)
+		slotsRace(t, func(int) string { return c.URL() })
+	})
+	t.Run("three members", func(t *testing.T) {
+		c := cluster3(t)
+		slotsRace(t, func(i int) string { return endpoints(c.Members[i%len(c.Members)]) })
+	})
+}
+
+// slotsRace is TestEtcdSlotsRace with client i's store at url(i).
+func slotsRace(t *testing.T, url func(i int) string) {
 	ns := freshNamespace()
 	const slots, clients, rounds = 3, 8, 5
 	stores := make([]*Store, clients)
 	for i := range stores {
-		stores[i] = openEtcd(t, c.URL(), ns)
+		stores[i] = openEtcd(t, url(i), ns)
 	}
 	var last int64
 	for round := range rounds {
