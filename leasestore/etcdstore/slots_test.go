@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasectl/leasectl/internal/faultproxy"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
@@ -205,5 +207,51 @@ func TestEtcdScanSplitsBySize(t *testing.T) {
 	}
 	if len(crashes) != jobs*slots {
 		t.Fatalf("scan counted %d crashes, want %d", len(crashes), jobs*slots)
+	}
+}
+
+// TestEtcdSubscribeMovesOnFromASilentMember: a member that swallows the
+// watch request and keeps the connection open (a partition) does not hold
+// Subscribe: past watchConfirmBound the stream goes to the next member,
+// whose watch wakes the waiter; with no other member, Subscribe fails
+// instead of waiting for ever, so the waiter still asks, and still hears
+// its signals.
+func TestEtcdSubscribeMovesOnFromASilentMember(t *testing.T) {
+	c := testEtcd.Get(t)
+	p, err := faultproxy.Start(c.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	p.Set(faultproxy.DropBoth)
+	ns := freshNamespace()
+	s := openEtcd(t, c.URL(), ns)
+	a := storetest.Acquire(t, s, slotRequest("job", "a", 1, false))
+
+	sub, err := openEtcd(t, "etcd://"+p.Addr()+","+c.Endpoints(), ns).Subscribe(storetest.Ctx(t), "job")
+	if err != nil {
+		t.Fatalf("Subscribe with the first member silent: %v", err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	storetest.Release(t, s, a, leasestore.ResultCompleted)
+	select {
+	case <-sub.Released():
+	case <-time.After(storetest.HangGuard):
+		t.Fatalf("the release woke no waiter within %s", storetest.HangGuard)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		sub, err := openEtcd(t, "etcd://"+p.Addr(), ns).Subscribe(context.Background(), "job")
+		if err == nil {
+			sub.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		storetest.WantUnavailable(t, err, "did not confirm the watch")
+	case <-time.After(storetest.HangGuard):
+		t.Fatalf("Subscribe to a silent member alone still waits after %s", storetest.HangGuard)
 	}
 }

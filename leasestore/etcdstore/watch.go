@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -17,6 +18,13 @@ const (
 	minWatchRetry = 50 * time.Millisecond
 	maxWatchRetry = time.Second
 )
+
+// watchConfirmBound bounds the wait for a member to confirm a stream's
+// watches, which it does from its own store in milliseconds, without a
+// consensus round: a member that has not by then is silent (a partition
+// that swallows the request and keeps the connection open), and the
+// stream goes to the next member, as a call would past the hedge bound.
+const watchConfirmBound = time.Second
 
 // Subscribe starts delivering job's release notifications; see
 // leasestore.Leaser. It opens one etcd watch stream over the liveness and
@@ -60,18 +68,23 @@ type subscription struct {
 }
 
 // run watches until the subscription is closed, reporting on created the
-// outcome of the first stream's creation, once.
+// outcome of the first stream's creation, once: success once a member
+// confirmed the watches, failure once every member failed to.
 func (w *subscription) run(ctx context.Context, created chan<- error) {
 	defer close(w.done)
 	var once sync.Once
+	confirmed := false
 	report := func(err error) { once.Do(func() { created <- err }) }
 	var next int64 // the revision the next stream starts from; 0: now
 	retry := minWatchRetry
-	for first := true; ; first = false {
-		rev, err := w.watch(ctx, next, func() { report(nil) })
-		if first && err != nil && rev == 0 {
+	for tries := 1; ; tries++ {
+		rev, err := w.watch(ctx, next, func() { confirmed = true; report(nil) })
+		if !confirmed && err != nil && (tries == len(w.s.c.endpoints.Names()) || ctx.Err() != nil) {
 			report(err)
 			return
+		}
+		if !confirmed {
+			continue // the next member, at once
 		}
 		if ctx.Err() != nil {
 			return
@@ -92,7 +105,7 @@ func (w *subscription) run(ctx context.Context, created chan<- error) {
 // watch runs one watch stream from revision start (0: the current one) and
 // returns the last revision it reported, when the stream ends. It calls
 // created once the four watches are in place.
-func (w *subscription) watch(ctx context.Context, start int64, created func()) (int64, error) {
+func (w *subscription) watch(ctx context.Context, start int64, created func()) (last int64, err error) {
 	live, ev := w.s.slotsRange(kindLive, w.job), w.s.slotsRange(kindEvidence, w.job)
 	watches := []watchCreate{
 		{Key: live.Key, RangeEnd: live.RangeEnd, Filters: []string{"NOPUT"}},
@@ -109,13 +122,22 @@ func (w *subscription) watch(ctx context.Context, start int64, created func()) (
 		}
 		body = append(body, b...)
 	}
-	stream, err := w.s.c.stream(ctx, "/v3/watch", body)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var silent atomic.Bool
+	unconfirmed := time.AfterFunc(watchConfirmBound, func() { silent.Store(true); cancel() })
+	defer unconfirmed.Stop()
+	defer func() {
+		if err != nil && silent.Load() && ctx.Err() == nil {
+			err = fmt.Errorf("the member did not confirm the watch within %s", watchConfirmBound)
+		}
+	}()
+	stream, err := w.s.c.stream(sctx, "/v3/watch", body)
 	if err != nil {
 		return 0, err
 	}
 	defer stream.Close()
 	dec := json.NewDecoder(stream)
-	var last int64
 	pending := len(watches) // watches not yet confirmed
 	for {
 		var msg watchResponse
@@ -135,7 +157,7 @@ func (w *subscription) watch(ctx context.Context, start int64, created func()) (
 		}
 		if r.Created {
 			last = max(last, r.Header.Revision)
-			if pending--; pending == 0 {
+			if pending--; pending == 0 && unconfirmed.Stop() {
 				created()
 			}
 			continue
