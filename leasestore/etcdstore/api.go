@@ -50,10 +50,12 @@ type responseOp struct {
 	Range *rangeResponse `json:"response_range"`
 }
 
-// compare is a transaction's guard: here always the key's mod revision
-// equal to the one read (0: the key does not exist).
+// compare is a transaction's guard on a key's mod revision: equal to the
+// one read (0: the key does not exist), or, over a range of keys, less
+// than a revision (no key of the range written since).
 type compare struct {
 	Key         []byte `json:"key"`
+	RangeEnd    []byte `json:"range_end,omitempty"`
 	Target      string `json:"target"`
 	Result      string `json:"result"`
 	ModRevision int64  `json:"mod_revision,string"`
@@ -91,6 +93,7 @@ type watchCreate struct {
 	RangeEnd      []byte   `json:"range_end,omitempty"`
 	StartRevision int64    `json:"start_revision,omitempty,string"`
 	Filters       []string `json:"filters,omitempty"`
+	PrevKV        bool     `json:"prev_kv,omitempty"`
 }
 
 type watchRequest struct {
@@ -104,8 +107,9 @@ type watchResponse struct {
 		Canceled        bool   `json:"canceled"`
 		CompactRevision int64  `json:"compact_revision,string"`
 		Events          []struct {
-			Type string   `json:"type"`
-			KV   keyValue `json:"kv"`
+			Type   string    `json:"type"`
+			KV     keyValue  `json:"kv"`
+			PrevKV *keyValue `json:"prev_kv"`
 		} `json:"events"`
 	} `json:"result"`
 	Error *etcdError `json:"error"`

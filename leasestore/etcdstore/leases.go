@@ -25,13 +25,14 @@ func (s *Store) ttlLeft(ctx context.Context, id int64) time.Duration {
 	return time.Duration(min(resp.TTL+1, resp.GrantedTTL)) * time.Second
 }
 
-// leases returns the etcd leases of a new run's liveness and evidence: the
-// job's own from its previous runs, kept alive, when they are still alive
-// with the TTLs asked for, else new ones (fresh lists those). Keeping a
-// lease alive needs no consensus round; granting one does, so a job that
-// runs again within --ttl of its last release costs no grant at all.
-func (s *Store) leases(ctx context.Context, ttl, evidenceTTL time.Duration, r *record) (live, evid int64, fresh []int64, err error) {
-	ids := [2]int64{r.LiveLease, r.EvidenceLease}
+// leases returns the etcd leases of a new run's liveness and evidence: a
+// slot's own from its previous runs (prev), kept alive, when they are
+// still alive with the TTLs asked for, else new ones (fresh lists those).
+// Keeping a lease alive needs no consensus round; granting one does, so a
+// slot that runs again within --ttl of its last release costs no grant at
+// all.
+func (s *Store) leases(ctx context.Context, ttl, evidenceTTL time.Duration, prev leasePair) (pair leasePair, fresh []int64, err error) {
+	ids := [2]int64{prev.Live, prev.Evidence}
 	ttls := [2]int64{seconds(ttl), seconds(evidenceTTL)}
 	var reuse []int64
 	var slots []int // the index in ids of each lease in reuse
@@ -43,7 +44,7 @@ func (s *Store) leases(ctx context.Context, ttl, evidenceTTL time.Duration, r *r
 	if len(reuse) > 0 {
 		left, err := s.keepAlive(ctx, "acquire", reuse...)
 		if err != nil {
-			return 0, 0, nil, err
+			return leasePair{}, nil, err
 		}
 		for j, i := range slots {
 			if left[j] != ttls[i] {
@@ -70,9 +71,9 @@ func (s *Store) leases(ctx context.Context, ttl, evidenceTTL time.Duration, r *r
 		for _, id := range fresh {
 			s.revoke(ctx, id)
 		}
-		return 0, 0, nil, s.unavailable("acquire", err)
+		return leasePair{}, nil, s.unavailable("acquire", err)
 	}
-	return ids[0], ids[1], fresh, nil
+	return leasePair{ids[0], ids[1]}, fresh, nil
 }
 
 func (s *Store) grantOne(ctx context.Context, ttl time.Duration) (int64, error) {
@@ -131,41 +132,49 @@ func (s *Store) keepAlive(ctx context.Context, op string, ids ...int64) ([]int64
 	return ttls, nil
 }
 
+// runKey names a run this client acquired: its job and slot.
+type runKey struct {
+	job  string
+	slot int
+}
+
 // remember keeps the leases of the run this client acquired, for Renew.
 func (s *Store) remember(job string, r heldRun) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held == nil {
-		s.held = map[string]heldRun{}
+		s.held = map[runKey]heldRun{}
 	}
-	s.held[job] = r
+	s.held[runKey{job, r.slot}] = r
 }
 
-func (s *Store) forget(job string) {
+func (s *Store) forget(job string, slot int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.held, job)
-	delete(s.written, job)
+	delete(s.held, runKey{job, slot})
+	delete(s.written, runKey{job, slot})
 }
 
-// rememberWritten keeps the state this client's Acquire wrote, from which
-// the run's Release starts: its transaction's compares catch any change
-// made since, and then return the fresh state.
-func (s *Store) rememberWritten(st *jobState) {
+// rememberWritten keeps the state this client's Acquire (or Renew) wrote
+// for its run in slot, from which the run's Release starts: its
+// transaction's compares catch any change made since, and then return the
+// fresh state.
+func (s *Store) rememberWritten(st *jobState, slot int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.written == nil {
-		s.written = map[string]*jobState{}
+		s.written = map[runKey]*jobState{}
 	}
-	s.written[st.job] = st
+	s.written[runKey{st.job, slot}] = st
 }
 
-// lastWritten takes the state remembered for job, if any: it serves one
-// operation.
-func (s *Store) lastWritten(job string) *jobState {
+// lastWritten takes the state remembered for job's slot, if any: it serves
+// one operation.
+func (s *Store) lastWritten(job string, slot int) *jobState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.written[job]
-	delete(s.written, job)
+	k := runKey{job, slot}
+	st := s.written[k]
+	delete(s.written, k)
 	return st
 }

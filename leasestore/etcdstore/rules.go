@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -22,36 +23,42 @@ import (
 // matters to a caller (HeldError.ExpiresIn, Holder.ExpiresAt), the store
 // asks etcd for the lease's TTL left instead.
 
-// asRecord is st as the rules read it at now.
+// asRecord is st as the rules read it at now: a run per slot with
+// evidence, live while its slot's liveness carries its token.
 func (st *jobState) asRecord(at time.Time) *rules.Record {
 	rec := new(rules.Record)
 	*rec = st.rec.Record
 	rec.Job, rec.Runs = st.job, nil
-	if ev := st.evd; ev != nil {
-		liveUntil := at
-		if st.live != nil && st.liveToken == ev.Token {
-			liveUntil = lasts(at, ev.TTL)
+	for _, ss := range st.slots {
+		if ev := ss.evd; ev != nil {
+			liveUntil := at
+			if ss.live != nil && ss.liveToken == ev.Token {
+				liveUntil = lasts(at, ev.TTL)
+			}
+			run := *ev
+			run.LiveUntil, run.EvidenceUntil = liveUntil, lasts(at, ev.EvidenceTTL)
+			rec.Runs = append(rec.Runs, &run)
 		}
-		run := *ev
-		run.LiveUntil, run.EvidenceUntil = liveUntil, lasts(at, ev.EvidenceTTL)
-		rec.Runs = []*rules.Run{&run}
-	}
-	if st.live != nil && (rec.Runs == nil || rec.Runs[0].Token != st.liveToken) {
-		// A liveness key without its run's evidence (written by hand, or
-		// left by a run whose evidence another wrote over): the job is held,
-		// by a run known only by its token, until etcd expires the key.
-		rec.Runs = []*rules.Run{{Token: st.liveToken, LiveUntil: lasts(at, 0), EvidenceUntil: lasts(at, 0)}}
+		if ss.live != nil && (ss.evd == nil || ss.evd.Token != ss.liveToken) {
+			// A liveness key without its run's evidence (written by hand,
+			// or left by a run whose evidence another wrote over): the
+			// slot is held, by a run known only by its token, until etcd
+			// expires the key.
+			rec.Runs = append(rec.Runs, &rules.Run{Token: ss.liveToken, Slot: ss.slot, LiveUntil: lasts(at, 0), EvidenceUntil: lasts(at, 0)})
+		}
 	}
 	return rec
 }
 
-// oneRun is the one run of rec, which keeps one slot per job, as asRecord made
-// it; nil when the job has none.
-func oneRun(rec *rules.Record) *rules.Run {
-	if len(rec.Runs) == 0 {
-		return nil
+// slotRun is rec's run of token in slot, as asRecord made it or the rules
+// left it; nil when there is none.
+func slotRun(rec *rules.Record, slot int, token int64) *rules.Run {
+	for _, u := range rec.Runs {
+		if u.Slot == slot && u.Token == token {
+			return u
+		}
 	}
-	return rec.Runs[0]
+	return nil
 }
 
 // unchanged reports whether the rules left record b as they found it, a,
@@ -71,9 +78,9 @@ func lasts(at time.Time, ttl time.Duration) time.Time {
 
 // writes are the etcd writes that make st's keys what the rules made of
 // rec, which asRecord gave them, with step's events appended to the
-// history: the record, the quarantine index, for a run the rules ended its
-// liveness and evidence deleted, and for a run they asked to stop its
-// evidence rewritten on its etcd lease. A run the rules granted is
+// history: the record, the quarantine index, for each run the rules ended
+// its liveness and evidence deleted, and for each run they asked to stop
+// its evidence rewritten on its etcd lease. A run the rules granted is
 // Acquire's to write (it needs etcd leases), and one they renewed Renew's
 // (a keep-alive). It updates st.rec, and returns the record as written,
 // nil when unchanged.
@@ -82,24 +89,36 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 	before := r.Record // the rules replace what they change, never write through a pointer
 	hadQuarantine := r.Quarantine
 	r.Record = *rec
-	r.Job, r.Runs = "", nil // the job is the key's; the run is the liveness and evidence keys
+	r.Job, r.Runs = "", nil // the job is the key's; the runs are the liveness and evidence keys
 	for _, e := range step.Events {
 		r.event(e.At, e)
 	}
-	var ops []requestOp
-	if ev, u := st.evd, oneRun(rec); ev != nil && u != nil && u.Token == ev.Token && u.Stop != ev.Stop {
-		stopping := *ev
-		stopping.Stop = u.Stop
-		put, err := putJSON(s.key(kindEvidence, st.job), &stopping, st.ev.Lease)
-		if err != nil {
-			return nil, nil, err
-		}
-		ops = append(ops, put)
+	if step.Wake {
+		r.Wakes++
 	}
-	if st.evd != nil && oneRun(rec) == nil {
-		ops = append(ops, del(s.key(kindEvidence, st.job)))
-		if st.live != nil {
-			ops = append(ops, del(s.key(kindLive, st.job)))
+	var ops []requestOp
+	for _, ss := range st.slots {
+		if ss.evd == nil {
+			continue
+		}
+		u := slotRun(rec, ss.slot, ss.evd.Token)
+		switch {
+		case u == nil && slices.ContainsFunc(rec.Runs, func(v *rules.Run) bool { return v.Slot == ss.slot }):
+			// The slot's crash counted, and the slot granted to a new run,
+			// whose keys Acquire writes over these.
+		case u == nil:
+			ops = append(ops, del(s.slotKey(kindEvidence, st.job, ss.slot)))
+			if ss.live != nil {
+				ops = append(ops, del(s.slotKey(kindLive, st.job, ss.slot)))
+			}
+		case u.Stop != ss.evd.Stop:
+			stopping := *ss.evd
+			stopping.Stop = u.Stop
+			put, err := putJSON(s.slotKey(kindEvidence, st.job, ss.slot), &stopping, ss.ev.Lease)
+			if err != nil {
+				return nil, nil, err
+			}
+			ops = append(ops, put)
 		}
 	}
 	switch {
@@ -117,7 +136,7 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 		return nil, nil, err
 	}
 	ops = append(ops, due...)
-	if unchanged(r.Record, before) && len(step.Events) == 0 {
+	if unchanged(r.Record, before) && len(step.Events) == 0 && !step.Wake {
 		return ops, nil, nil
 	}
 	after, err := json.Marshal(r)
@@ -140,12 +159,28 @@ func (s *Store) apply(st *jobState, transition func(r *rules.Record, at time.Tim
 	return ops, refusal
 }
 
-// heldRefusal fixes up a refusal of the rules for a live lease with the
-// holder's TTL left as etcd counts it.
+// heldRefusal fixes up a refusal of the rules for a live lease: it names
+// the holder whose lease expires first by etcd's count of each lease's TTL
+// left (whole seconds, so of two within a second of each other, the one in
+// the lower slot), with that TTL left. asRecord cannot tell: it sees every
+// live run as live for its whole TTL from now.
 func (s *Store) heldRefusal(ctx context.Context, st *jobState, err error) error {
 	var held *leasestore.HeldError
-	if errors.As(err, &held) && st.live != nil {
-		held.ExpiresIn = s.ttlLeft(ctx, st.live.Lease)
+	if !errors.As(err, &held) || held.Holder == "" {
+		return err
+	}
+	var first *slotState
+	for _, ss := range st.slots {
+		if ss.live == nil || ss.evd == nil || ss.liveToken != ss.evd.Token {
+			continue
+		}
+		if left := s.ttlLeft(ctx, ss.live.Lease); first == nil || left < held.ExpiresIn {
+			first, held.ExpiresIn = ss, left
+		}
+	}
+	if first != nil {
+		ev := first.evd
+		held.Holder, held.Host, held.PID, held.Token, held.Since = ev.Holder, ev.Host, ev.PID, ev.Token, ev.Started
 	}
 	return err
 }

@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -155,7 +156,7 @@ func (s *Store) deletedLiveness(ctx context.Context, from, through int64) (jobs 
 				}
 				continue
 			}
-			if job := s.jobOf(kindLive, e.KV.Key); !seen[job] {
+			if job, _, err := s.jobSlot(kindLive, e.KV.Key); err == nil && !seen[job] {
 				seen[job] = true
 				jobs = append(jobs, job)
 			}
@@ -164,8 +165,8 @@ func (s *Store) deletedLiveness(ctx context.Context, from, through int64) (jobs 
 }
 
 // crashedNow reads the keys (only) of every evidence and liveness in one
-// revision and returns the jobs with evidence and no liveness, and that
-// revision.
+// revision and returns the jobs with a slot with evidence and no liveness,
+// and that revision.
 func (s *Store) crashedNow(ctx context.Context) ([]string, int64, error) {
 	var resp txnResponse
 	req := txnRequest{Success: []requestOp{
@@ -178,27 +179,55 @@ func (s *Store) crashedNow(ctx context.Context) ([]string, int64, error) {
 	if len(resp.Responses) != 2 || resp.Responses[0].Range == nil || resp.Responses[1].Range == nil {
 		return nil, 0, s.unavailable("scan", errUnexpected)
 	}
-	live := map[string]bool{}
+	live := map[string]bool{} // the liveness keys, by what follows the kind
 	for _, kv := range resp.Responses[0].Range.KVs {
 		live[s.jobOf(kindLive, kv.Key)] = true
 	}
 	var suspects []string
 	for _, kv := range resp.Responses[1].Range.KVs {
-		if job := s.jobOf(kindEvidence, kv.Key); !live[job] {
+		job, _, err := s.jobSlot(kindEvidence, kv.Key)
+		if err == nil && !live[s.jobOf(kindEvidence, kv.Key)] && !slices.Contains(suspects, job) {
 			suspects = append(suspects, job)
 		}
 	}
 	return suspects, resp.Header.Revision, nil
 }
 
-// countCrashes counts, in one transaction, the crash of each of jobs that
-// still has evidence without liveness; when another client wrote one of
-// them in between, it starts again on the fresh states.
+// countCrashes counts the crashes of each of jobs that still has a slot
+// with evidence without liveness, in as few transactions as etcd's
+// --max-txn-ops allows (txnOps).
 func (s *Store) countCrashes(ctx context.Context, jobs []string) ([]leasestore.Crash, error) {
 	states, err := s.read(ctx, "scan", jobs...)
 	if err != nil {
 		return nil, err
 	}
+	var crashes []leasestore.Crash
+	for len(states) > 0 {
+		n, size := 0, 0
+		for ; n < len(states); n++ {
+			if size += len(s.guards(states[n])) + 2*len(states[n].slots) + 4; size > txnOps && n > 0 {
+				break
+			}
+		}
+		found, err := s.countCrashesOf(ctx, states[:n])
+		crashes = append(crashes, found...)
+		if err != nil {
+			return crashes, err
+		}
+		states = states[n:]
+	}
+	return crashes, nil
+}
+
+// txnOps is etcd's default --max-txn-ops: the most compares, and the most
+// operations of either branch, of one transaction.
+const txnOps = 128
+
+// countCrashesOf counts, in one transaction, the crash of each of states'
+// jobs that still has a slot with evidence without liveness; when another
+// client wrote one of them in between, it starts again on the fresh
+// states.
+func (s *Store) countCrashesOf(ctx context.Context, states []*jobState) ([]leasestore.Crash, error) {
 	for range maxConflicts {
 		at := now()
 		var crashed []*jobState
@@ -233,7 +262,8 @@ func (s *Store) countCrashes(ctx context.Context, jobs []string) ([]leasestore.C
 	return nil, s.unavailable("scan", errContention)
 }
 
-// Leases lists the live leases, ordered by job; see leasestore.Operator.
+// Leases lists the live leases, ordered by job and slot; see
+// leasestore.Operator.
 // Their expiry is etcd's count of each lease's TTL left, looked up a few
 // at a time.
 func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
@@ -248,7 +278,7 @@ func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	if len(resp.Responses) != 2 || resp.Responses[0].Range == nil || resp.Responses[1].Range == nil {
 		return nil, s.unavailable("list leases", errUnexpected)
 	}
-	evidences := map[string]*evidence{}
+	evidences := map[string]*evidence{} // by what follows the kind: the job, and the slot's suffix
 	for _, kv := range resp.Responses[1].Range.KVs {
 		ev := &evidence{}
 		if json.Unmarshal(kv.Value, ev) == nil {
@@ -259,10 +289,11 @@ func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	var list []leasestore.Holder
 	var ids []int64
 	for _, kv := range resp.Responses[0].Range.KVs {
-		job := s.jobOf(kindLive, kv.Key)
-		if ev := evidences[job]; ev != nil {
-			rec := (&jobState{job: job, evd: ev, rec: &record{}}).asRecord(at)
-			h := rec.Holder(oneRun(rec))
+		job, slot, err := s.jobSlot(kindLive, kv.Key)
+		if ev := evidences[s.jobOf(kindLive, kv.Key)]; err == nil && ev != nil && string(kv.Value) == strconv.FormatInt(ev.Token, 10) {
+			run := *ev
+			run.Slot = slot
+			h := (&rules.Record{Job: job}).Holder(&run)
 			h.ReadAt = at
 			list = append(list, h)
 			ids = append(ids, kv.Lease)
@@ -279,7 +310,7 @@ func (s *Store) Leases(ctx context.Context) ([]leasestore.Holder, error) {
 	}
 	wg.Wait()
 	list = slices.DeleteFunc(list, func(h leasestore.Holder) bool { return !h.ExpiresAt.After(at) })
-	slices.SortFunc(list, func(a, b leasestore.Holder) int { return strings.Compare(a.Job, b.Job) })
+	slices.SortFunc(list, func(a, b leasestore.Holder) int { return cmp.Or(strings.Compare(a.Job, b.Job), a.Slot-b.Slot) })
 	return list, nil
 }
 
@@ -321,12 +352,14 @@ func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error
 	return list, nil
 }
 
-// Counts returns the number of live leases and of quarantined jobs, counted
-// by etcd in one revision; see leasestore.Operator.
+// Counts returns the number of jobs with a live lease and of quarantined
+// jobs, read in one revision (the keys of the liveness, which several
+// slots of a job may have, and the count of the quarantine index); see
+// leasestore.Operator.
 func (s *Store) Counts(ctx context.Context) (leasestore.Counts, error) {
 	var resp txnResponse
 	req := txnRequest{Success: []requestOp{
-		{Range: s.rangeOf(kindLive, false, true)},
+		{Range: s.rangeOf(kindLive, true, false)},
 		{Range: s.rangeOf(kindQuarantined, false, true)},
 	}}
 	if err := s.c.call(ctx, "/v3/kv/txn", req, &resp); err != nil {
@@ -335,5 +368,11 @@ func (s *Store) Counts(ctx context.Context) (leasestore.Counts, error) {
 	if len(resp.Responses) != 2 || resp.Responses[0].Range == nil || resp.Responses[1].Range == nil {
 		return leasestore.Counts{}, s.unavailable("count", errUnexpected)
 	}
-	return leasestore.Counts{InFlight: int(resp.Responses[0].Range.Count), Quarantined: int(resp.Responses[1].Range.Count)}, nil
+	jobs := map[string]bool{}
+	for _, kv := range resp.Responses[0].Range.KVs {
+		if job, _, err := s.jobSlot(kindLive, kv.Key); err == nil {
+			jobs[job] = true
+		}
+	}
+	return leasestore.Counts{InFlight: len(jobs), Quarantined: int(resp.Responses[1].Range.Count)}, nil
 }

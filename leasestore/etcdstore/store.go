@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -45,8 +44,8 @@ type Store struct {
 	password string // only to scrub it from messages
 
 	mu      sync.Mutex
-	held    map[string]heldRun   // job → the run this client acquired last
-	written map[string]*jobState // job → what this client's Acquire wrote
+	held    map[runKey]heldRun   // the runs this client acquired last, by job and slot
+	written map[runKey]*jobState // what this client's Acquire or Renew wrote of each
 
 	// The token feed (tokenfeed.go), its hub made with the Store.
 	feed *tokenSource
@@ -57,12 +56,14 @@ type Store struct {
 type heldRun struct {
 	holder         string
 	token          int64
+	slot           int
 	live, evidence int64
 }
 
 var (
 	_ leasestore.Store      = (*Store)(nil)
 	_ leasestore.TTLLimiter = (*Store)(nil)
+	_ leasestore.Queuer     = (*Store)(nil)
 )
 
 // TTLRange returns the lease TTLs the store honours: from etcd's default
@@ -85,123 +86,6 @@ func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 // seconds is d as an etcd lease TTL: whole seconds, rounded up.
 func seconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
-// Acquire grants the lease on req.Job; see leasestore.Leaser. It reads the
-// job's keys, grants the run's two etcd leases (liveness and evidence) when
-// the job is free, and writes liveness, evidence and record in one
-// transaction guarded by the revisions it read. The store is no
-// leasestore.Queuer: it grants one run per job and keeps no queue of
-// waiters, so it asks the rules for one slot and no place in a queue,
-// whatever req says.
-func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*leasestore.Lease, error) {
-	req.Slots, req.Wait = 1, false
-	states, err := s.read(ctx, "acquire", req.Job)
-	if err != nil {
-		return nil, err
-	}
-	st := states[0]
-	var live, evid int64  // the etcd leases for this request, once chosen
-	var newLeases []int64 // those of them granted for it
-	// granted: a grant with them committed. inDoubt: a commit with them
-	// got no answer, and may have committed all the same: the job's record
-	// then names them, and the next run reuses them while they live, so
-	// revoking them could end that run's liveness. They are left to expire.
-	granted, inDoubt := false, false
-	defer func() {
-		if !granted && !inDoubt {
-			for _, id := range newLeases {
-				s.revoke(ctx, id)
-			}
-		}
-	}()
-	for range maxConflicts {
-		at := now()
-		rec := st.asRecord(at)
-		before := oneRun(rec)
-		step, lease, refusal := rules.Acquire(rec, req, at)
-		if refusal != nil {
-			ops, _, err := s.writes(st, rec, step)
-			if err != nil {
-				return nil, s.unavailable("acquire", err)
-			}
-			if len(ops) == 0 {
-				return nil, s.heldRefusal(ctx, st, refusal)
-			}
-			// A crash counted (and maybe a quarantine) even though the
-			// request is refused.
-			ok, fresh, err := s.commit(ctx, "acquire", []*jobState{st}, ops)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				st = fresh[0]
-				continue
-			}
-			return nil, refusal
-		}
-		if before != nil && lease.Token == before.Token {
-			// Asked again by the holder of the live lease: the same lease,
-			// renewed as Renew would.
-			ttls, err := s.keepAlive(ctx, "acquire", st.live.Lease, st.ev.Lease)
-			if err != nil {
-				return nil, err
-			}
-			if ttls[0] > 0 {
-				// The lease may be this call's own grant, committed by a
-				// copy of its transaction whose answer came after another
-				// copy's refusal (the client hedges): its etcd leases are in
-				// use, and revoking them would end the run it just granted.
-				granted = slices.Contains(newLeases, st.live.Lease) || slices.Contains(newLeases, st.ev.Lease)
-				s.remember(req.Job, heldRun{req.Holder, lease.Token, st.live.Lease, st.ev.Lease})
-				return lease, nil
-			}
-			if states, err = s.read(ctx, "acquire", req.Job); err != nil {
-				return nil, err
-			}
-			st = states[0]
-			continue
-		}
-		if live == 0 {
-			if live, evid, newLeases, err = s.leases(ctx, req.TTL, req.EvidenceTTL, st.rec); err != nil {
-				return nil, err
-			}
-		}
-		st.rec.LiveLease, st.rec.EvidenceLease = live, evid
-		ops, recValue, err := s.writes(st, rec, step)
-		if err != nil {
-			return nil, s.unavailable("acquire", err)
-		}
-		u := oneRun(rec)
-		ev := *u
-		ev.LiveUntil, ev.EvidenceUntil = time.Time{}, time.Time{} // the keys' etcd leases keep them
-		evOp, err := putJSON(s.key(kindEvidence, req.Job), &ev, evid)
-		if err != nil {
-			return nil, s.unavailable("acquire", err)
-		}
-		liveOp := requestOp{Put: &putRequest{Key: s.key(kindLive, req.Job), Value: []byte(strconv.FormatInt(u.Token, 10)), Lease: live}}
-		ok, fresh, rev, err := s.commitAt(ctx, "acquire", []*jobState{st}, append(ops, liveOp, evOp))
-		if err != nil {
-			inDoubt = true
-			return nil, err
-		}
-		if !ok {
-			st = fresh[0]
-			continue
-		}
-		granted = true
-		written, err := parseStates([]string{req.Job}, []responseOp{
-			answerOf(&keyValue{Value: liveOp.Put.Value, ModRevision: rev, Lease: live}),
-			answerOf(&keyValue{Value: evOp.Put.Value, ModRevision: rev, Lease: evid}),
-			answerOf(&keyValue{Value: recValue, ModRevision: rev}),
-		})
-		if err == nil {
-			s.rememberWritten(written[0])
-		}
-		s.remember(req.Job, heldRun{req.Holder, u.Token, live, evid})
-		return lease, nil
-	}
-	return nil, s.unavailable("acquire", errContention)
-}
-
 // Renew extends l's liveness and evidence; see leasestore.Leaser. It keeps
 // both etcd leases alive in one request, then checks that the liveness is
 // still l's (renewing a lease whose key someone deleted must not pass for
@@ -210,20 +94,21 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 // a transaction guarded by the revisions this client last saw of its run.
 // Either way a renewal is two requests.
 func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
+	k := runKey{l.Job, l.Slot}
 	s.mu.Lock()
-	run, ok := s.held[l.Job]
-	seen := s.written[l.Job]
+	run, ok := s.held[k]
+	seen := s.written[k]
 	s.mu.Unlock()
 	if !ok || run.token != l.Token || run.holder != l.Holder {
 		states, err := s.read(ctx, "renew", l.Job)
 		if err != nil {
 			return err
 		}
-		st := states[0]
-		if st.evd == nil || st.evd.Token != l.Token || st.evd.Holder != l.Holder || st.live == nil || st.liveToken != l.Token {
+		ss := states[0].slot(l.Slot)
+		if ss == nil || ss.evd == nil || ss.evd.Token != l.Token || ss.evd.Holder != l.Holder || ss.live == nil || ss.liveToken != l.Token {
 			return s.leaseLost(ctx, l)
 		}
-		run, seen = heldRun{l.Holder, l.Token, st.live.Lease, st.ev.Lease}, st
+		run, seen = heldRun{l.Holder, l.Token, l.Slot, ss.live.Lease, ss.ev.Lease}, states[0]
 	}
 	ttls, err := s.keepAlive(ctx, "renew", run.live, run.evidence)
 	if err != nil {
@@ -232,7 +117,7 @@ func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
 	if ttls[0] <= 0 {
 		return s.leaseLost(ctx, l)
 	}
-	if seen == nil || !run.owns(seen) || !rttMoved(seen.evd.RTT, l.RTT) {
+	if seen == nil || !run.owns(seen) || !rttMoved(seen.slot(run.slot).evd.RTT, l.RTT) {
 		states, err := s.read(ctx, "renew", l.Job)
 		if err != nil {
 			return err
@@ -247,8 +132,8 @@ func (s *Store) Renew(ctx context.Context, l *leasestore.Lease) error {
 		return err
 	}
 	s.remember(l.Job, run)
-	s.rememberWritten(seen)
-	l.Stop = seen.evd.Stop
+	s.rememberWritten(seen, run.slot)
+	l.Stop = seen.slot(run.slot).evd.Stop
 	return nil
 }
 
@@ -280,11 +165,12 @@ func rttMoved(held, rtt time.Duration) bool {
 	return held == 0 || d > max(rttSlackFloor, held/rttSlackShare)
 }
 
-// owns reports whether st is the state of run: its liveness on run's etcd
-// lease with run's token, and its evidence run's.
+// owns reports whether st is the state of run: its slot's liveness on
+// run's etcd lease with run's token, and its evidence run's.
 func (run heldRun) owns(st *jobState) bool {
-	return st.live != nil && st.live.Lease == run.live && st.liveToken == run.token &&
-		st.evd != nil && st.evd.Token == run.token && st.evd.Holder == run.holder && st.ev.Lease == run.evidence
+	ss := st.slot(run.slot)
+	return ss != nil && ss.live != nil && ss.live.Lease == run.live && ss.liveToken == run.token &&
+		ss.evd != nil && ss.evd.Token == run.token && ss.evd.Holder == run.holder && ss.ev.Lease == run.evidence
 }
 
 // writeRTT puts l.RTT into the evidence of run, whose keep-alive just
@@ -293,9 +179,9 @@ func (run heldRun) owns(st *jobState) bool {
 // liveness is still l's. It returns the state written.
 func (s *Store) writeRTT(ctx context.Context, l *leasestore.Lease, run heldRun, seen *jobState) (*jobState, error) {
 	for range maxConflicts {
-		ev := *seen.evd
+		ev := *seen.slot(run.slot).evd
 		ev.RTT = l.RTT
-		put, err := putJSON(s.key(kindEvidence, l.Job), &ev, run.evidence)
+		put, err := putJSON(s.slotKey(kindEvidence, l.Job, run.slot), &ev, run.evidence)
 		if err != nil {
 			return nil, s.unavailable("renew", err)
 		}
@@ -304,18 +190,16 @@ func (s *Store) writeRTT(ctx context.Context, l *leasestore.Lease, run heldRun, 
 			return nil, err
 		}
 		if ok {
-			written, err := parseStates([]string{l.Job}, []responseOp{
-				answerOf(seen.live), answerOf(&keyValue{Value: put.Put.Value, ModRevision: rev, Lease: run.evidence}), answerOf(seen.doc),
-			})
+			written, err := s.afterWrite(seen, []requestOp{put}, rev)
 			if err != nil {
 				return nil, s.unavailable("renew", err)
 			}
-			return written[0], nil
+			return written, nil
 		}
 		if seen = fresh[0]; !run.owns(seen) {
 			return nil, s.leaseLost(ctx, l)
 		}
-		if !rttMoved(seen.evd.RTT, l.RTT) {
+		if !rttMoved(seen.slot(run.slot).evd.RTT, l.RTT) {
 			return seen, nil
 		}
 	}
@@ -325,16 +209,17 @@ func (s *Store) writeRTT(ctx context.Context, l *leasestore.Lease, run heldRun, 
 // leaseLost answers a renewal of a lease that is no longer live: when the
 // run's evidence is still there, a lease-lost event records it.
 func (s *Store) leaseLost(ctx context.Context, l *leasestore.Lease) error {
-	s.forget(l.Job)
+	s.forget(l.Job, l.Slot)
 	_, err := s.transact(ctx, "renew", l.Job, nil, func(st *jobState) ([]requestOp, error) {
 		return s.apply(st, func(r *rules.Record, at time.Time) (rules.Step, error) {
-			if u := oneRun(r); u != nil {
+			if u := slotRun(r, l.Slot, l.Token); u != nil {
 				// The keys may still show the run live, but the keep-alive
-				// found its etcd lease gone (or another run holds the job):
-				// it expired, and etcd deletes the keys presently.
+				// found its etcd lease gone: it expired, and etcd deletes
+				// the keys presently.
 				expired := *u
 				expired.LiveUntil = at
-				r.Runs = []*rules.Run{&expired}
+				r.Runs = slices.Clone(r.Runs)
+				r.Runs[slices.Index(r.Runs, u)] = &expired
 			}
 			return rules.Renew(r, l, at)
 		})
@@ -348,7 +233,7 @@ func (s *Store) leaseLost(ctx context.Context, l *leasestore.Lease) error {
 // of its own: the run's liveness lease holds no key any more and expires
 // within --ttl, and the job's evidence lease serves its next run.
 func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
-	_, err := s.transact(ctx, "release", l.Job, s.lastWritten(l.Job), func(st *jobState) ([]requestOp, error) {
+	_, err := s.transact(ctx, "release", l.Job, s.lastWritten(l.Job, l.Slot), func(st *jobState) ([]requestOp, error) {
 		return s.apply(st, func(r *rules.Record, at time.Time) (rules.Step, error) {
 			return rules.Release(r, l, out, at)
 		})
@@ -356,7 +241,7 @@ func (s *Store) Release(ctx context.Context, l *leasestore.Lease, out leasestore
 	if err != nil {
 		return asUnavailable("release", err)
 	}
-	s.forget(l.Job)
+	s.forget(l.Job, l.Slot)
 	return nil
 }
 
@@ -414,8 +299,8 @@ func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) erro
 }
 
 // Status reports job's state, holder, counters and history; see
-// leasestore.Operator. The holder's expiry is etcd's count of its lease's
-// TTL left.
+// leasestore.Operator. Each holder's expiry is etcd's count of its
+// lease's TTL left.
 func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, error) {
 	states, err := s.read(ctx, "status", job)
 	if err != nil {
@@ -424,8 +309,12 @@ func (s *Store) Status(ctx context.Context, job string) (*leasestore.JobStatus, 
 	st := states[0]
 	at := now()
 	js := rules.Status(st.asRecord(at), st.rec.History, at)
-	if h := js.Holder; h != nil {
-		h.ExpiresAt, h.ReadAt = at.Add(s.ttlLeft(ctx, st.live.Lease)), at
+	for i := range js.Holders { // js.Holder is the first of them
+		h := &js.Holders[i]
+		h.ReadAt = at
+		if ss := st.slot(h.Slot); ss != nil && ss.live != nil {
+			h.ExpiresAt = at.Add(s.ttlLeft(ctx, ss.live.Lease))
+		}
 	}
 	return js, nil
 }

@@ -62,7 +62,7 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{MinTTL: minTTL, CommonHistoryWords: true}
+	return storetest.Abilities{MinTTL: minTTL, CommonHistoryWords: true, Slots: maxSlots, CoarseExpiry: true}
 }
 
 func TestConformance(t *testing.T) {
@@ -233,10 +233,10 @@ func TestEtcdRenewWritesTheRoundTripOnlyWhenItMoved(t *testing.T) {
 	evidenceRevision := func() int64 {
 		t.Helper()
 		states, err := s.read(t.Context(), "test", "job")
-		if err != nil || states[0].ev == nil {
+		if err != nil || states[0].slot(0) == nil || states[0].slot(0).ev == nil {
 			t.Fatalf("reading the job's evidence: %v", err)
 		}
-		return states[0].ev.ModRevision
+		return states[0].slot(0).ev.ModRevision
 	}
 	renew := func(s *Store, rtt, want time.Duration) {
 		t.Helper()
@@ -297,10 +297,11 @@ func TestEtcdReadsRecordsWrittenBeforeRegionsAndRoundTrips(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := states[0].evd
+	ss := states[0].slot(0)
+	ev := ss.evd
 	put(s.key(kindEvidence, "old"), fmt.Sprintf(`{"holder":%q,"token":%d,"host":%q,"pid":%d,"command":["true"],"started":"2026-01-01T00:00:00Z",`+
 		`"attempt":%d,"ttl":%d,"evidence_ttl":%d,"max_crashes":%d}`, ev.Holder, ev.Token, ev.Host, ev.PID, ev.Attempt, ev.TTL, ev.EvidenceTTL, ev.MaxCrashes),
-		states[0].ev.Lease)
+		ss.ev.Lease)
 	if st := storetest.Status(t, s, "old"); st.Holder == nil || st.Holder.LastRTT != 0 || st.Holder.Worker != "w1" {
 		t.Fatalf("old evidence reads as holder %+v, want w1 without a round trip", st.Holder)
 	}

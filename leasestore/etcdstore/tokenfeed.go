@@ -123,21 +123,21 @@ func (f *tokenSource) reached(job string, rev int64, exists bool) {
 }
 
 // readTokens reads job's state, the revision it was read at and whether
-// the job has a record. Live is as CheckToken judges it: the liveness and
-// the evidence are there with the last token.
+// the job has a record. Live is as CheckToken judges it: a slot's liveness
+// and evidence are there with the last token.
 func (s *Store) readTokens(ctx context.Context, job string) (st leasestore.TokenState, rev int64, exists bool, err error) {
 	var resp txnResponse
 	if err := s.c.call(ctx, "/v3/kv/txn", txnRequest{Success: s.readOps(job)}, &resp); err != nil {
 		return st, 0, false, s.unavailable("watch tokens", err)
 	}
-	states, err := parseStates([]string{job}, resp.Responses)
+	states, err := s.parseStates([]string{job}, resp.Responses, resp.Header.Revision)
 	if err != nil {
 		return st, 0, false, s.unavailable("watch tokens", err)
 	}
 	js := states[0]
-	token := js.rec.LastToken
-	live := js.live != nil && js.liveToken == token && js.evd != nil && js.evd.Token == token
-	return leasestore.TokenState{Job: job, Token: token, Live: live, Read: true}, resp.Header.Revision, js.doc != nil, nil
+	at := now()
+	live := js.asRecord(at).LastLive(at)
+	return leasestore.TokenState{Job: job, Token: js.rec.LastToken, Live: live, Read: true}, resp.Header.Revision, js.doc != nil, nil
 }
 
 // openTokenStream opens a watch stream over job's record from revision

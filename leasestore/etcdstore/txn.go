@@ -19,7 +19,7 @@ func (s *Store) read(ctx context.Context, op string, jobs ...string) ([]*jobStat
 	if err := s.c.call(ctx, "/v3/kv/txn", txnRequest{Success: ops}, &resp); err != nil {
 		return nil, s.unavailable(op, err)
 	}
-	states, err := parseStates(jobs, resp.Responses)
+	states, err := s.parseStates(jobs, resp.Responses, resp.Header.Revision)
 	if err != nil {
 		return nil, s.unavailable(op, err)
 	}
@@ -50,7 +50,7 @@ func (s *Store) commitAt(ctx context.Context, op string, states []*jobState, ops
 	if resp.Succeeded {
 		return true, nil, resp.Header.Revision, nil
 	}
-	fresh, err := parseStates(jobs, resp.Responses)
+	fresh, err := s.parseStates(jobs, resp.Responses, resp.Header.Revision)
 	if err != nil {
 		return false, nil, 0, s.unavailable(op, err)
 	}
@@ -68,27 +68,40 @@ func (s *Store) commitAt(ctx context.Context, op string, states []*jobState, ops
 // its new history events, stamped to the microsecond, so no other writer's
 // state matches one.
 func (s *Store) landed(ops []requestOp, fresh []*jobState) (int64, bool) {
-	values := map[string]*keyValue{}
+	values := map[string]*keyValue{} // every key read, nil for a record that does not exist
+	read := func(key []byte) (*keyValue, bool) {
+		for _, st := range fresh {
+			if bytes.Equal(key, s.key(kindJob, st.job)) {
+				return st.doc, true
+			}
+			for _, kind := range []string{kindLive, kindEvidence} {
+				if r := s.slotsRange(kind, st.job); bytes.Compare(key, r.Key) >= 0 && bytes.Compare(key, r.RangeEnd) < 0 {
+					return values[string(key)], true
+				}
+			}
+		}
+		return nil, false // the quarantine and due indexes, written with the record
+	}
 	for _, st := range fresh {
-		for kind, kv := range map[string]*keyValue{kindLive: st.live, kindEvidence: st.ev, kindJob: st.doc} {
-			values[string(s.key(kind, st.job))] = kv
+		for _, kvs := range [][]keyValue{st.live, st.ev} {
+			for i := range kvs {
+				values[string(kvs[i].Key)] = &kvs[i]
+			}
 		}
 	}
 	var rev int64
 	puts := 0
 	for _, op := range ops {
+		kv, isRead := read(op.key())
 		switch {
+		case !isRead:
 		case op.Put != nil:
-			kv, read := values[string(op.Put.Key)]
-			if !read {
-				continue // the quarantine index, written with the record
-			}
 			if kv == nil || !bytes.Equal(kv.Value, op.Put.Value) || rev != 0 && kv.ModRevision != rev {
 				return 0, false
 			}
 			rev, puts = kv.ModRevision, puts+1
 		case op.Delete != nil:
-			if kv, read := values[string(op.Delete.Key)]; read && kv != nil {
+			if kv != nil {
 				return 0, false
 			}
 		}

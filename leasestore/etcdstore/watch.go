@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -18,12 +19,22 @@ const (
 	maxWatchRetry = time.Second
 )
 
+// watchConfirmBound bounds the wait for a member to confirm a stream's
+// watches, which it does from its own store in milliseconds, without a
+// consensus round: a member that has not by then is silent (a partition
+// that swallows the request and keeps the connection open), and the
+// stream goes to the next member, as a call would past the hedge bound.
+const watchConfirmBound = time.Second
+
 // Subscribe starts delivering job's release notifications; see
-// leasestore.Leaser. It opens one etcd watch stream over the job's
-// liveness, evidence and quarantine keys that reports their deletions
-// (a release, a lease that expired, a crash counted, a quarantine released)
-// and returns once etcd confirmed all three watches: every deletion after
-// that revision is delivered. A stream that breaks is opened again from
+// leasestore.Leaser. It opens one etcd watch stream over the liveness and
+// evidence keys of every slot of the job and its quarantine key, which
+// reports their deletions (a release, a lease that expired, a crash
+// counted, a quarantine released), and over its record, whose count of
+// wake-ups (record.Wakes) a transition that frees a slot for the queue's
+// next waiter without deleting a key moves (a waiter leaving); it returns
+// once etcd confirmed all four watches: every such change after that
+// revision is delivered. A stream that breaks is opened again from
 // the revision after the last one it reported, so nothing in between is
 // lost (unlike pub/sub), and the waiter is woken once in case it was.
 func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
@@ -57,18 +68,23 @@ type subscription struct {
 }
 
 // run watches until the subscription is closed, reporting on created the
-// outcome of the first stream's creation, once.
+// outcome of the first stream's creation, once: success once a member
+// confirmed the watches, failure once every member failed to.
 func (w *subscription) run(ctx context.Context, created chan<- error) {
 	defer close(w.done)
 	var once sync.Once
+	confirmed := false
 	report := func(err error) { once.Do(func() { created <- err }) }
 	var next int64 // the revision the next stream starts from; 0: now
 	retry := minWatchRetry
-	for first := true; ; first = false {
-		rev, err := w.watch(ctx, next, func() { report(nil) })
-		if first && err != nil && rev == 0 {
+	for tries := 1; ; tries++ {
+		rev, err := w.watch(ctx, next, func() { confirmed = true; report(nil) })
+		if !confirmed && err != nil && (tries == len(w.s.c.endpoints.Names()) || ctx.Err() != nil) {
 			report(err)
 			return
+		}
+		if !confirmed {
+			continue // the next member, at once
 		}
 		if ctx.Err() != nil {
 			return
@@ -88,24 +104,41 @@ func (w *subscription) run(ctx context.Context, created chan<- error) {
 
 // watch runs one watch stream from revision start (0: the current one) and
 // returns the last revision it reported, when the stream ends. It calls
-// created once the three watches are in place.
-func (w *subscription) watch(ctx context.Context, start int64, created func()) (int64, error) {
+// created once the four watches are in place.
+func (w *subscription) watch(ctx context.Context, start int64, created func()) (last int64, err error) {
+	live, ev := w.s.slotsRange(kindLive, w.job), w.s.slotsRange(kindEvidence, w.job)
+	watches := []watchCreate{
+		{Key: live.Key, RangeEnd: live.RangeEnd, Filters: []string{"NOPUT"}},
+		{Key: ev.Key, RangeEnd: ev.RangeEnd, Filters: []string{"NOPUT"}},
+		{Key: w.s.key(kindQuarantined, w.job), Filters: []string{"NOPUT"}},
+		{Key: w.s.key(kindJob, w.job), Filters: []string{"NODELETE"}, PrevKV: true},
+	}
 	var body []byte
-	for _, kind := range []string{kindLive, kindEvidence, kindQuarantined} {
-		b, err := json.Marshal(watchRequest{Create: &watchCreate{Key: w.s.key(kind, w.job), StartRevision: start, Filters: []string{"NOPUT"}}})
+	for _, c := range watches {
+		c.StartRevision = start
+		b, err := json.Marshal(watchRequest{Create: &c})
 		if err != nil {
 			return 0, err
 		}
 		body = append(body, b...)
 	}
-	stream, err := w.s.c.stream(ctx, "/v3/watch", body)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var silent atomic.Bool
+	unconfirmed := time.AfterFunc(watchConfirmBound, func() { silent.Store(true); cancel() })
+	defer unconfirmed.Stop()
+	defer func() {
+		if err != nil && silent.Load() && ctx.Err() == nil {
+			err = fmt.Errorf("the member did not confirm the watch within %s", watchConfirmBound)
+		}
+	}()
+	stream, err := w.s.c.stream(sctx, "/v3/watch", body)
 	if err != nil {
 		return 0, err
 	}
 	defer stream.Close()
 	dec := json.NewDecoder(stream)
-	var last int64
-	pending := 3 // watches not yet confirmed
+	pending := len(watches) // watches not yet confirmed
 	for {
 		var msg watchResponse
 		if err := dec.Decode(&msg); err != nil {
@@ -124,18 +157,36 @@ func (w *subscription) watch(ctx context.Context, start int64, created func()) (
 		}
 		if r.Created {
 			last = max(last, r.Header.Revision)
-			if pending--; pending == 0 {
+			if pending--; pending == 0 && unconfirmed.Stop() {
 				created()
 			}
 			continue
 		}
+		woken := false
 		for _, e := range r.Events {
 			last = max(last, e.KV.ModRevision)
+			woken = woken || e.Type == "DELETE" || wakesMoved(e.PrevKV, &e.KV)
 		}
-		if len(r.Events) > 0 {
+		if woken {
 			w.wake()
 		}
 	}
+}
+
+// wakesMoved reports whether a write of the job's record, from prev (nil:
+// none) to kv, moved its count of wake-ups: other writes (a waiter joining
+// the queue, a grant) wake nobody.
+func wakesMoved(prev, kv *keyValue) bool {
+	wakes := func(kv *keyValue) int64 {
+		var r struct {
+			Wakes int64 `json:"wakes"`
+		}
+		if kv != nil {
+			_ = json.Unmarshal(kv.Value, &r)
+		}
+		return r.Wakes
+	}
+	return wakes(prev) != wakes(kv)
 }
 
 func (w *subscription) wake() {

@@ -64,7 +64,9 @@ func (ls *lockstep) pick() func(t *testing.T) {
 		if ls.vanishes > 0 {
 			choices = append(choices, choice{3, ls.vanish})
 		}
-		if ls.forgets > 0 {
+		// The run's evidence is seen to expire in its job's status, which
+		// shows a crashed run only while no other run of the job is live.
+		if ls.forgets > 0 && !m.rec.Live(ls.now) {
 			choices = append(choices, choice{1, ls.forget})
 		}
 	}
@@ -155,6 +157,7 @@ func (ls *lockstep) acquire(t *testing.T, worker int, req leasestore.AcquireRequ
 	m := ls.model[req.Job]
 	step, ml, merr := rules.Acquire(&m.rec, req, ls.now)
 	m.apply(step)
+	ls.firstHolder(req.Job, serr, merr)
 	ls.compareAnswers(t, "acquire", serr, merr)
 	ls.noteWaiter(worker, req, merr)
 	if ml == nil {

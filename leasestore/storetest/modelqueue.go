@@ -59,6 +59,22 @@ func (ls *lockstep) noteWaiter(worker int, req leasestore.AcquireRequest, refusa
 	ls.waiters[req.Job] = waiters
 }
 
+// firstHolder makes the rules' refusal modelErr name the holder the
+// store's refusal storeErr names, on a store that cannot tell which of a
+// job's live leases expires first (Abilities.CoarseExpiry), when that
+// holder's run is live in the model too.
+func (ls *lockstep) firstHolder(job string, storeErr, modelErr error) {
+	var got, want *leasestore.HeldError
+	if !ls.h.CoarseExpiry || !errors.As(storeErr, &got) || !errors.As(modelErr, &want) || want.Holder == "" {
+		return
+	}
+	for _, u := range ls.model[job].rec.LiveRuns(ls.now) {
+		if u.Holder == got.Holder && u.Token == ls.tokens[got.Token] {
+			want.Holder, want.Token = u.Holder, u.Token
+		}
+	}
+}
+
 // acquireWaiting is a waiter asking again, as it does once per heartbeat
 // and when a release wakes it.
 func (ls *lockstep) acquireWaiting(t *testing.T, job string) {

@@ -50,6 +50,12 @@ type Abilities struct {
 	// their tests. Through a registry it is what the store behind it
 	// keeps, which the remote store cannot know before it asks.
 	Slots int
+	// CoarseExpiry: the store knows how long a live lease has left only
+	// coarsely (etcd: its etcd lease's TTL left, in whole seconds), so its
+	// refusal of a job whose slots are all held may name any of the live
+	// holders as the one whose lease expires first (HeldError); the
+	// model-based test then accepts any of them.
+	CoarseExpiry bool
 }
 
 // shortTTL is the TTL of the leases the suite lets expire on this store.
