@@ -4,7 +4,6 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,16 +13,11 @@ import (
 
 	"github.com/leasectl/leasectl/internal/pgtest"
 	"github.com/leasectl/leasectl/internal/testcert"
-	"github.com/leasectl/leasectl/leasestore"
-
-	// The embedded store, asked by URL whether it is a leasestore.Queuer.
-	_ "github.com/leasectl/leasectl/leasestore/filestore"
 )
 
-// The figures of slots and of FIFO waiting (issue 24), on every store that
-// is a leasestore.Queuer when the bench runs; a store that is not gets a
-// line saying so. The quick run takes the embedded store and Redis, the
-// full one the registry, PostgreSQL and etcd too.
+// The figures of slots and of FIFO waiting (issue 24). The quick run takes
+// the embedded store and Redis, the full one the registry, PostgreSQL and
+// etcd too.
 const (
 	// fifoWaiters wait on one job for the arrival-order figure.
 	fifoWaiters = 50
@@ -32,37 +26,18 @@ const (
 	slotsCompared = 3
 )
 
-// queuerStore is a store the slots figures run against.
-type queuerStore struct {
+// slotsStore is a store the slots figures run against.
+type slotsStore struct {
 	name string
-	url  string // the runs' --store ("": the embedded store)
-	// probe is the URL of the store that decides whether slots and the
-	// queue are kept: url, or the store behind a registry. Opening it does
-	// no I/O.
-	probe string
-	env   []string // more environment of the runs: a registry's token
+	url  string   // the runs' --store ("": the embedded store)
+	env  []string // more environment of the runs: a registry's token
 }
 
 // run is a leasectl command on s.
-func (s queuerStore) run(b *bench, args ...string) *exec.Cmd {
+func (s slotsStore) run(b *bench, args ...string) *exec.Cmd {
 	cmd := b.leasectlAt(s.url, args...)
 	cmd.Env = append(cmd.Env, s.env...)
 	return cmd
-}
-
-// queues reports whether s is a leasestore.Queuer granting slots slots a
-// job; if not, it prints a line saying so.
-func (s queuerStore) queues(slots int) (bool, error) {
-	st, err := leasestore.Open(context.Background(), s.probe, "bench")
-	if err != nil {
-		return false, fmt.Errorf("%s: %w", s.name, err)
-	}
-	defer st.Close()
-	if q, ok := st.(leasestore.Queuer); ok && q.MaxSlots() >= slots {
-		return true, nil
-	}
-	fmt.Printf("# slots_%s: not supported (the store is no leasestore.Queuer granting %d slots): its slots and FIFO lines are skipped\n", s.name, slots)
-	return false, nil
 }
 
 // slotsFigures measures, on the embedded store and Redis: the handoff to
@@ -70,17 +45,10 @@ func (s queuerStore) queues(slots int) (bool, error) {
 // interleaved; `run --slots 3 -- true` against `--slots 1`; and 50
 // waiters on one job served in arrival order.
 func (b *bench) slotsFigures() error {
-	for _, s := range []queuerStore{
-		{name: "embedded", probe: "file://" + filepath.Join(b.stateDir, "leasectl")},
-		{name: "redis", url: b.redis.URL, probe: b.redis.URL},
+	for _, s := range []slotsStore{
+		{name: "embedded"},
+		{name: "redis", url: b.redis.URL},
 	} {
-		ok, err := s.queues(slotsCompared)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
 		if err := b.slotsCost(s); err != nil {
 			return err
 		}
@@ -92,7 +60,7 @@ func (b *bench) slotsFigures() error {
 }
 
 // slotsStoreFigures is fifoFigures on the registry (serving the embedded
-// store), PostgreSQL and etcd, each started only if it is a Queuer.
+// store), PostgreSQL and etcd.
 func (b *bench) slotsStoreFigures() error {
 	for _, fig := range []func() error{b.registryFIFO, b.postgresFIFO, b.etcdFIFO} {
 		if err := fig(); err != nil {
@@ -110,10 +78,6 @@ func (b *bench) registryFIFO() error {
 		return err
 	}
 	backing := "file://" + filepath.Join(dir, "store")
-	s := queuerStore{name: "registry", probe: backing}
-	if ok, err := s.queues(slotsCompared); err != nil || !ok {
-		return err
-	}
 	certs, err := testcert.Generate(dir)
 	if err != nil {
 		return err
@@ -130,25 +94,20 @@ func (b *bench) registryFIFO() error {
 		_ = srv.Process.Kill()
 		_ = srv.Wait()
 	}()
-	s.url = url
+	s := slotsStore{name: "registry", url: url}
 	s.env = []string{"LEASECTL_TOKEN=" + registryToken, "LEASECTL_CA_FILE=" + certs.CA, "LEASECTL_NAMESPACE=" + registryNamespace}
 	return b.fifoFigures(s)
 }
 
 // postgresFIFO runs fifoFigures on a PostgreSQL of its own.
 func (b *bench) postgresFIFO() error {
-	s := queuerStore{name: "postgres", probe: "postgres://127.0.0.1:1/bench"}
-	if ok, err := s.queues(slotsCompared); err != nil || !ok {
-		return err
-	}
 	srv, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
 		fmt.Printf("# slots_postgres skipped: %v\n", err)
 		return nil
 	}
 	defer srv.Stop()
-	s.url, s.probe = srv.URL, srv.URL
-	return b.fifoFigures(s)
+	return b.fifoFigures(slotsStore{name: "postgres", url: srv.URL})
 }
 
 // etcdFIFO runs fifoFigures on the bench's etcd, when it runs.
@@ -157,17 +116,13 @@ func (b *bench) etcdFIFO() error {
 		fmt.Println("# slots_etcd skipped: etcd is not running")
 		return nil
 	}
-	s := queuerStore{name: "etcd", url: b.etcdStoreURL(), probe: b.etcdStoreURL()}
-	if ok, err := s.queues(slotsCompared); err != nil || !ok {
-		return err
-	}
-	return b.fifoFigures(s)
+	return b.fifoFigures(slotsStore{name: "etcd", url: b.etcdStoreURL()})
 }
 
 // slotsCost times `run --slots 3 -- true` against `run --slots 1 -- true`
 // on s, interleaved, each on a job of its own (a job's runs agree on
 // their slots).
-func (b *bench) slotsCost(s queuerStore) error {
+func (b *bench) slotsCost(s slotsStore) error {
 	one, three := "slots_1_"+s.name, "slots_3_"+s.name
 	samples, err := b.interleave([]starter{
 		{one, func() *exec.Cmd { return s.run(b, "run", "--job", "slots-one", "--slots", "1", "--", "true") }},
@@ -188,7 +143,7 @@ func (b *bench) slotsCost(s queuerStore) error {
 // fifoFigures measures on s the handoff to the first of two FIFO waiters
 // against the handoff to a lone waiter, interleaved, and serves
 // fifoWaiters waiters on one job.
-func (b *bench) fifoFigures(s queuerStore) error {
+func (b *bench) fifoFigures(s slotsStore) error {
 	samples := map[int][]float64{}
 	firstServed := 0 // FIFO handoffs that went to the first waiter
 	for range handoffRounds {
@@ -226,7 +181,7 @@ func (b *bench) fifoFigures(s queuerStore) error {
 // waiters, each once the one before waits, releases the holder, and returns
 // the time from the holder's child's end to the first waiter's child's
 // start, in milliseconds, and whether the first waiter started first.
-func (b *bench) queuedHandoff(s queuerStore, waiters int) (float64, bool, error) {
+func (b *bench) queuedHandoff(s slotsStore, waiters int) (float64, bool, error) {
 	starts, ended, err := b.serveQueue(s, "fifo-"+strconv.Itoa(b.next()), waiters)
 	if err != nil {
 		return 0, false, err
@@ -236,7 +191,7 @@ func (b *bench) queuedHandoff(s queuerStore, waiters int) (float64, bool, error)
 
 // arrivalOrder queues fifoWaiters waiters on one job of s and returns how
 // many were served in their place of arrival.
-func (b *bench) arrivalOrder(s queuerStore) (int, error) {
+func (b *bench) arrivalOrder(s slotsStore) (int, error) {
 	starts, _, err := b.serveQueue(s, "arrival-"+strconv.Itoa(b.next()), fifoWaiters)
 	if err != nil {
 		return 0, err
@@ -259,7 +214,7 @@ func (b *bench) arrivalOrder(s queuerStore) (int, error) {
 // each once the one before logged that it waits, releases the holder, and
 // waits for every waiter to run its child. It returns the waiters' child
 // starts in arrival order and the holder's child's end (CLOCK_MONOTONIC ns).
-func (b *bench) serveQueue(s queuerStore, job string, n int) (starts []int64, ended int64, err error) {
+func (b *bench) serveQueue(s slotsStore, job string, n int) (starts []int64, ended int64, err error) {
 	holderFile := b.file("holder")
 	holder, err := startProc(s.run(b, "run", "--job", job, "--", b.stamp, "hold", holderFile), true)
 	if err != nil {

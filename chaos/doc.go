@@ -26,8 +26,7 @@
 // member the runs list first blackholed by a proxy that stops forwarding
 // without closing. The Sentinel modes freeze a Sentinel or a replica too.
 //
-// TestChaosSlots runs the loop with --slots 3 on every store that is a
-// leasestore.Queuer granting three slots (skipping the others): at most
+// TestChaosSlots runs the loop with --slots 3 on every kind of store: at most
 // three children alive at once, tokens in grant order, every waiter served
 // within the bound waitBound states, and no false crash.
 //

@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"context"
 	"maps"
 	"math/rand/v2"
 	"net/url"
@@ -13,31 +12,19 @@ import (
 
 	"github.com/leasectl/leasectl/internal/faultproxy"
 	"github.com/leasectl/leasectl/internal/registrytest"
-	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/filestore"
-
-	// The slots mode asks each kind of store, opened by URL, whether it is
-	// a leasestore.Queuer.
-	_ "github.com/leasectl/leasectl/leasestore/etcdstore"
-	_ "github.com/leasectl/leasectl/leasestore/pgstore"
-	_ "github.com/leasectl/leasectl/leasestore/redisstore"
 )
 
 // The slots mode: twice chaosSlots workers loop `leasectl run --wait
 // --slots 3` on one job, under the faults of the store's one-slot mode.
 // At most chaosSlots children may be alive at once, tokens follow the
 // grant order (fencing), no run waits past waitBound, and no run whose
-// worker did not die is counted as a crash. It runs on every store that is
-// a leasestore.Queuer granting chaosSlots slots, and skips the others.
+// worker did not die is counted as a crash. It runs on every kind of store.
 const chaosSlots = 3
 
 // slotsMode is the slots mode on one kind of store.
 type slotsMode struct {
 	name string
-	// probe is a URL of the kind of store, opened (which talks to no
-	// server; the embedded store creates its folder) to ask whether it
-	// grants chaosSlots slots, before any server starts.
-	probe func(t *testing.T) string
 	// outage is the longest one of the store's faults keeps it from
 	// answering (waitBound); 0: none of them silences it, so no waiter's
 	// place can lapse, and a run served out of order (overtakes) fails
@@ -53,11 +40,11 @@ type slotsMode struct {
 var supervisorFaults = []fault{killSupervisor, stopSupervisor, stopSupervisor, killChild, killWaiter}
 
 var slotsModes = []slotsMode{
-	{"embedded", embeddedProbe, 0, func(t *testing.T) (*harness, []fault) {
+	{"embedded", 0, func(t *testing.T) (*harness, []fault) {
 		return newHarness(t, "chaos-slots", "file://"+t.TempDir()), nil
 	}},
 	// The registry grants what the embedded store behind it grants.
-	{"registry", embeddedProbe, time.Second + 200*time.Millisecond, func(t *testing.T) (*harness, []fault) {
+	{"registry", time.Second + 200*time.Millisecond, func(t *testing.T) (*harness, []fault) {
 		store, err := filestore.Open(t.TempDir(), "chaos")
 		if err != nil {
 			t.Fatal(err)
@@ -74,7 +61,7 @@ var slotsModes = []slotsMode{
 		h.env = []string{"LEASECTL_TOKEN=" + registrytest.OperatorToken, "LEASECTL_CA_FILE=" + reg.Certs.CA}
 		return h, []fault{dropReplies(p), blackhole(p)}
 	}},
-	{"redis", fixedProbe("redis://127.0.0.1:1"), time.Second + 200*time.Millisecond, func(t *testing.T) (*harness, []fault) {
+	{"redis", time.Second + 200*time.Millisecond, func(t *testing.T) (*harness, []fault) {
 		srv := startRedis(t)
 		u, err := url.Parse(srv.URL)
 		if err != nil {
@@ -88,22 +75,16 @@ var slotsModes = []slotsMode{
 		return newHarness(t, "chaos-slots", "redis://"+p.Addr()+u.Path), []fault{freezeRedis(srv), dropReplies(p)}
 	}},
 	// A restart of PostgreSQL takes a second or two on a loaded machine.
-	{"postgres", fixedProbe("postgres://127.0.0.1:1/chaos"), 3 * time.Second, func(t *testing.T) (*harness, []fault) {
+	{"postgres", 3 * time.Second, func(t *testing.T) (*harness, []fault) {
 		h, pg := newPostgresHarness(t, "chaos-slots")
 		return h, postgresFaults(pg)
 	}},
 	// A leader's death costs an election, and every lease a full TTL again.
-	{"etcd", fixedProbe("etcd://127.0.0.1:1"), 4 * time.Second, func(t *testing.T) (*harness, []fault) {
+	{"etcd", 4 * time.Second, func(t *testing.T) (*harness, []fault) {
 		h, c, p := newEtcdHarness(t, "chaos-slots")
 		return h, append(leaderFaults(c), silentMemberFaults(c, p)...)
 	}},
 }
-
-// embeddedProbe is an embedded store in a folder of the test's own.
-func embeddedProbe(t *testing.T) string { return "file://" + t.TempDir() }
-
-// fixedProbe is the probe u, of a store no server of which is needed to ask.
-func fixedProbe(u string) func(*testing.T) string { return func(*testing.T) string { return u } }
 
 // blackhole makes p forward nothing and close nothing for 200 ms to 1.2 s:
 // the store is silent, as a host whose network went away.
@@ -116,25 +97,10 @@ func blackhole(p *faultproxy.Proxy) fault {
 	}}
 }
 
-// requireSlots skips t unless the store rawURL names is a leasestore.Queuer
-// granting n slots a job.
-func requireSlots(t *testing.T, rawURL string, n int) {
-	t.Helper()
-	s, err := leasestore.Open(context.Background(), rawURL, "chaos")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if q, ok := s.(leasestore.Queuer); !ok || q.MaxSlots() < n {
-		t.Skipf("%T grants no %d slots a job (not a leasestore.Queuer, or too few slots)", s, n)
-	}
-}
-
 // TestChaosSlots is the slots mode on every kind of store.
 func TestChaosSlots(t *testing.T) {
 	for _, m := range slotsModes {
 		t.Run(m.name, func(t *testing.T) {
-			requireSlots(t, m.probe(t), chaosSlots)
 			h, faults := m.setUp(t)
 			h.slots, h.loops, h.outage = chaosSlots, 2*chaosSlots, m.outage
 			// A starved waiter shows only in a run longer than waitBound.

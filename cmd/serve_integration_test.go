@@ -559,8 +559,6 @@ func runCmd(t *testing.T, args ...string) (int, string, string) {
 // binary's serve: each test gets a fresh serve in front of a fresh store.
 type conformanceHarness struct {
 	store func(t testing.TB) (url, namespace string, wipe func(t testing.TB))
-	// slots is what the store behind the registry keeps (storetest.Abilities.Slots).
-	slots int
 }
 
 func (h conformanceHarness) NewStore(t testing.TB) storetest.Fixture {
@@ -581,14 +579,14 @@ func (h conformanceHarness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (h conformanceHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{Slots: h.slots}
+	return storetest.Abilities{}
 }
 
 // TestConformanceThroughServe is the store contract through `leasectl
 // serve`, in front of the embedded store and of Redis.
 func TestConformanceThroughServe(t *testing.T) {
 	t.Run("embedded", func(t *testing.T) {
-		storetest.Run(t, conformanceHarness{slots: leasestore.MaxSlots, store: func(t testing.TB) (string, string, func(testing.TB)) {
+		storetest.Run(t, conformanceHarness{store: func(t testing.TB) (string, string, func(testing.TB)) {
 			dir := t.TempDir()
 			return "file://" + dir, "leasectl", func(t testing.TB) {
 				// The embedded store's data (leasestore/filestore, file.go).
@@ -604,7 +602,7 @@ func TestConformanceThroughServe(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = srv.Stop() })
-		storetest.Run(t, conformanceHarness{slots: leasestore.MaxSlots, store: func(testing.TB) (string, string, func(testing.TB)) {
+		storetest.Run(t, conformanceHarness{store: func(testing.TB) (string, string, func(testing.TB)) {
 			return srv.URL, fmt.Sprintf("serve%d", namespaceSeq.Add(1)), func(t testing.TB) {
 				if _, err := srv.Do("FLUSHALL"); err != nil {
 					t.Fatal(err)

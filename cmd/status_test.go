@@ -88,6 +88,12 @@ func (s *stubStore) Subscribe(context.Context, string) (leasestore.Subscription,
 	return nil, errors.New("stub: Subscribe is not used by the on-call commands")
 }
 
+func (s *stubStore) MaxSlots() int { return 1 }
+
+func (s *stubStore) Leave(context.Context, string, string) error {
+	return errors.New("stub: Leave is not used by the on-call commands")
+}
+
 func (s *stubStore) RecordLate(context.Context, leasestore.LateOutcome) (leasestore.Correction, error) {
 	return leasestore.Correction{}, errors.New("stub: RecordLate is not used by the on-call commands")
 }

@@ -357,6 +357,13 @@ func (s *fakeStore) Subscribe(context.Context, string) (leasestore.Subscription,
 	return nil, errors.New("fake store: Subscribe is not supported")
 }
 
+// MaxSlots is one: the fake keeps one run per job.
+func (s *fakeStore) MaxSlots() int { return 1 }
+
+func (s *fakeStore) Leave(context.Context, string, string) error {
+	return errors.New("fake store: Leave is not supported")
+}
+
 func (s *fakeStore) RecordLate(context.Context, leasestore.LateOutcome) (leasestore.Correction, error) {
 	return leasestore.Correction{}, errors.New("fake store: RecordLate is not supported")
 }

@@ -1,32 +1,15 @@
 package leasestore
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
 
-// MaxSlots is the most slots a job may have (AcquireRequest.Slots): every
-// run in flight is kept in the job's one record, so the bound keeps a
-// record, and the transition that rewrites it, small.
+// MaxSlots is the most slots a job may have (AcquireRequest.Slots) on any
+// store; a store may grant fewer (Leaser.MaxSlots). Every run in flight is
+// kept with the job's record, so the bound keeps a record, and the
+// transition that rewrites it, small.
 const MaxSlots = 1000
-
-// Queuer is the ability of a store to serve a job's waiters in the order
-// they started waiting (AcquireRequest.Wait), and to run a job in up to
-// MaxSlots slots at once (AcquireRequest.Slots). A store without it grants
-// one run per job and ignores Wait (its waiters race on every release). No
-// store may be asked for more slots than it grants: the supervisor refuses
-// such a --slots before any I/O.
-type Queuer interface {
-	// MaxSlots is the most slots the store grants a job: 1 for a store that
-	// keeps one run per job.
-	MaxSlots() int
-	// Leave takes holder out of job's queue of waiters, when it gives up
-	// waiting (its --wait-timeout passed, a signal); a holder not in the
-	// queue changes nothing. A waiter that dies without leaving lapses
-	// within its own TTL instead. ctx bounds the call.
-	Leave(ctx context.Context, job, holder string) error
-}
 
 // Waiter is a run waiting in its job's queue (AcquireRequest.Wait). Its
 // position is its place in JobStatus.Queue, counted from 1.

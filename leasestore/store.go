@@ -37,8 +37,8 @@ type TTLLimiter interface {
 
 // Leaser is what a supervisor needs of a store: the lease's own transitions,
 // the release notifications a waiter sleeps on, the outcomes that did not
-// reach the store in time, and its own job's history (for grants whose
-// answers never arrived).
+// reach the store in time, its own job's history (for grants whose
+// answers never arrived), and the job's queue of waiters it leaves.
 type Leaser interface {
 	// Acquire grants the lease on req.Job to req.Holder. In one atomic step it
 	// refuses a quarantined job (*QuarantinedError), a job of another region
@@ -89,6 +89,17 @@ type Leaser interface {
 	// Status reports job's state, holder, counters and history; see
 	// Operator.
 	Status(ctx context.Context, job string) (*JobStatus, error)
+
+	// MaxSlots is the most slots the store grants a job
+	// (AcquireRequest.Slots): MaxSlots, or fewer on a store whose record
+	// of a job could not hold as many (etcd). The supervisor refuses a
+	// larger --slots before any I/O.
+	MaxSlots() int
+	// Leave takes holder out of job's queue of waiters, when it gives up
+	// waiting (its --wait-timeout passed, a signal); a holder not in the
+	// queue changes nothing. A waiter that dies without leaving lapses
+	// within its own TTL instead. ctx bounds the call.
+	Leave(ctx context.Context, job, holder string) error
 }
 
 // LateOutcome is the outcome of a run that did not reach the store in
@@ -208,14 +219,14 @@ type AcquireRequest struct {
 	Expect *Expectation
 	// Slots is how many runs of the job may hold a lease at once (--slots),
 	// each in a slot of its own; 0 or 1: one. Every run of a job in flight
-	// must ask for the same number (*SlotsError otherwise). Only a store
-	// that is a Queuer honours more than one.
+	// must ask for the same number (*SlotsError otherwise), at most the
+	// store's Leaser.MaxSlots.
 	Slots int
 	// Wait: the caller waits for the job when refused (--wait). A refused
 	// request joins the job's queue of waiters (or, already in it, keeps
 	// its place alive for another TTL), and a free slot goes only to the
 	// oldest waiters, so runs are served in the order they started
-	// waiting. Only a store that is a Queuer keeps the queue.
+	// waiting.
 	Wait bool
 }
 

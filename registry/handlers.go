@@ -77,21 +77,15 @@ func (s *Server) checkTTL(ttl time.Duration) error {
 }
 
 // checkSlots refuses more slots than the store behind the registry grants
-// a job (leasestore.Queuer; one on a store without it), as run refuses them
-// on a store it reaches itself.
+// a job, as run refuses them on a store it reaches itself.
 func (s *Server) checkSlots(slots int) error {
-	most := 1
-	if q, ok := s.cfg.Store.(leasestore.Queuer); ok {
-		most = q.MaxSlots()
-	}
-	if slots > most {
+	if most := s.cfg.Store.MaxSlots(); slots > most {
 		return &api.FieldError{Field: "slots", Reason: fmt.Sprintf("%d is more than the %d the store behind the registry runs per job", slots, most)}
 	}
 	return nil
 }
 
-// leave takes a waiting worker out of its job's queue; on a store that
-// keeps no queue there is nothing to leave.
+// leave takes a waiting worker out of its job's queue.
 func (s *Server) leave(x *exchange) (int, any, error) {
 	var a api.LeaveRequest
 	if err := x.decode(&a); err != nil {
@@ -102,10 +96,8 @@ func (s *Server) leave(x *exchange) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if q, ok := s.cfg.Store.(leasestore.Queuer); ok {
-		if err := q.Leave(x.ctx, job, worker); err != nil {
-			return 0, nil, err
-		}
+	if err := s.cfg.Store.Leave(x.ctx, job, worker); err != nil {
+		return 0, nil, err
 	}
 	return http.StatusOK, api.Success{Success: true}, nil
 }

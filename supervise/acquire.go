@@ -195,13 +195,9 @@ func fired(ch <-chan struct{}) bool {
 // waiting, bounded by --safety. When the store does not answer, the run's
 // place lapses within --ttl, as a waiter that died would.
 func (s *Supervisor) leave(cfg Config, log zerolog.Logger) {
-	q, ok := s.Store.(leasestore.Queuer)
-	if !ok {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Safety)
 	defer cancel()
-	if err := q.Leave(ctx, cfg.Job, cfg.WorkerID); err != nil {
+	if err := s.Store.Leave(ctx, cfg.Job, cfg.WorkerID); err != nil {
 		log.Debug().Err(err).Msg("could not leave the job's queue; this run's place lapses within --ttl")
 	}
 }

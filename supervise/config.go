@@ -184,20 +184,13 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// CheckStore checks --slots against the slots store grants a job
-// (leasestore.Queuer; one on a store without it) and the TTL against the
-// range store honours, when it declares one (leasestore.TTLLimiter),
-// returning a *ConfigError that names the store's limit. It does no I/O.
-func (c *Config) CheckStore(store any) error {
-	if c.Slots > 1 {
-		q, ok := store.(leasestore.Queuer)
-		if !ok || q.MaxSlots() < c.Slots {
-			most := 1
-			if ok {
-				most = q.MaxSlots()
-			}
-			return &ConfigError{Rule: fmt.Sprintf("--slots %d: this store runs at most %d per job (the embedded store and PostgreSQL run up to %d)", c.Slots, most, leasestore.MaxSlots)}
-		}
+// CheckStore checks --slots against the slots store grants a job and the
+// TTL against the range store honours, when it declares one
+// (leasestore.TTLLimiter), returning a *ConfigError that names the store's
+// limit. It does no I/O.
+func (c *Config) CheckStore(store interface{ MaxSlots() int }) error {
+	if most := store.MaxSlots(); c.Slots > most {
+		return &ConfigError{Rule: fmt.Sprintf("--slots %d: this store runs at most %d per job", c.Slots, most)}
 	}
 	tl, ok := store.(leasestore.TTLLimiter)
 	if !ok {

@@ -73,8 +73,13 @@ func brokenTimingRule(c supervise.Config) string {
 	return ""
 }
 
+// slotted is a store that grants a job up to 3 slots.
+type slotted struct{}
+
+func (slotted) MaxSlots() int { return 3 }
+
 // ttlLimited is a store that honours lease TTLs from 2 s to 1 h.
-type ttlLimited struct{}
+type ttlLimited struct{ slotted }
 
 func (ttlLimited) TTLRange() (time.Duration, time.Duration) { return 2 * time.Second, time.Hour }
 
@@ -99,7 +104,20 @@ func TestCheckStoreNamesTheStoresTTLLimit(t *testing.T) {
 		}
 	}
 	c := supervise.Config{TTL: time.Millisecond}
-	if err := c.CheckStore(struct{}{}); err != nil {
+	if err := c.CheckStore(slotted{}); err != nil {
 		t.Errorf("a store without a TTL range refused --ttl 1ms: %v", err)
+	}
+}
+
+func TestCheckStoreNamesTheStoresSlotLimit(t *testing.T) {
+	for slots, want := range map[int]string{1: "", 3: "", 4: "--slots 4: this store runs at most 3 per job"} {
+		c := supervise.Config{TTL: time.Minute, Slots: slots}
+		err := c.CheckStore(slotted{})
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("--slots %d refused: %v", slots, err)
+		case want != "" && (err == nil || !supervise.IsConfigError(err) || err.Error() != want):
+			t.Errorf("--slots %d: got %v, want the usage error %q", slots, err, want)
+		}
 	}
 }

@@ -194,6 +194,13 @@ func (o *fakeOutbox) contents() []leasestore.LateOutcome {
 	return slices.Clone(o.kept)
 }
 
+// MaxSlots is leasestore.MaxSlots: the fake grants what it is told to, of
+// any slots.
+func (f *fakeStore) MaxSlots() int { return leasestore.MaxSlots }
+
+// Leave does nothing: queueStore records who leaves.
+func (f *fakeStore) Leave(context.Context, string, string) error { return nil }
+
 // Status says the job's history is f.history; the fake knows nothing else.
 func (f *fakeStore) Status(_ context.Context, job string) (*leasestore.JobStatus, error) {
 	f.mu.Lock()

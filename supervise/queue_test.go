@@ -11,22 +11,19 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 )
 
-// queueStore is the fake store with a queue of waiters and slots
-// (leasestore.Queuer): it records who left the queue.
+// queueStore is the fake store that records who left the queue.
 type queueStore struct {
 	*fakeStore
 	left chan string
 }
-
-func (q *queueStore) MaxSlots() int { return leasestore.MaxSlots }
 
 func (q *queueStore) Leave(_ context.Context, job, holder string) error {
 	q.left <- job + " " + holder
 	return nil
 }
 
-// withQueue gives h's supervisor the fake store as a Queuer, and returns
-// the channel its Leave calls arrive on.
+// withQueue gives h's supervisor the fake store as a queueStore, and
+// returns the channel its Leave calls arrive on.
 func withQueue(h *harness) chan string {
 	left := make(chan string, 4)
 	h.storeAs = func(f *fakeStore) leasestore.Leaser { return &queueStore{f, left} }

@@ -16,10 +16,10 @@ import (
 // two clocks (docs/etcd.md, The queue of waiters).
 
 // MaxSlots is the most slots the store grants a job (maxSlots); see
-// leasestore.Queuer.
+// leasestore.Leaser.
 func (s *Store) MaxSlots() int { return maxSlots }
 
-// Leave takes holder out of job's queue of waiters; see leasestore.Queuer.
+// Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 // When a slot is free, it wakes the waiters (the record's Wakes): the
 // slot may now be the next one's.
 func (s *Store) Leave(ctx context.Context, job, holder string) error {

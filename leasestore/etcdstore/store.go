@@ -63,7 +63,6 @@ type heldRun struct {
 var (
 	_ leasestore.Store      = (*Store)(nil)
 	_ leasestore.TTLLimiter = (*Store)(nil)
-	_ leasestore.Queuer     = (*Store)(nil)
 )
 
 // TTLRange returns the lease TTLs the store honours: from etcd's default

@@ -62,7 +62,7 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{MinTTL: minTTL, CommonHistoryWords: true, Slots: maxSlots, CoarseExpiry: true}
+	return storetest.Abilities{MinTTL: minTTL, CommonHistoryWords: true, CoarseExpiry: true}
 }
 
 func TestConformance(t *testing.T) {

@@ -515,13 +515,11 @@ func (e *Store) CheckToken(ctx context.Context, job string, token int64) error {
 	})
 }
 
-var _ leasestore.Queuer = (*Store)(nil)
-
 // MaxSlots is leasestore.MaxSlots: the store keeps every run of a job in
-// its one record; see leasestore.Queuer.
+// its one record; see leasestore.Leaser.
 func (e *Store) MaxSlots() int { return leasestore.MaxSlots }
 
-// Leave takes holder out of job's queue of waiters; see leasestore.Queuer.
+// Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 func (e *Store) Leave(ctx context.Context, job, holder string) error {
 	return e.update(ctx, "leave the queue", job, func(t *txn, doc *jobDoc) error {
 		t.apply(doc, rules.Leave(&doc.Record, holder, t.now))

@@ -50,7 +50,7 @@ func (harness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true, Slots: leasestore.MaxSlots}
+	return storetest.Abilities{CommonHistoryWords: true}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{}) }

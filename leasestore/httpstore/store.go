@@ -329,15 +329,12 @@ func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) erro
 		body: api.NoteRequest{JobID: job, By: note.By, Reason: note.Reason}, key: randomKey()}, nil)
 }
 
-var _ leasestore.Queuer = (*Store)(nil)
-
 // MaxSlots is leasestore.MaxSlots: the registry refuses more slots than the
 // store behind it grants (invalid_request, exit 64), which this client
-// cannot know before it asks; see leasestore.Queuer.
+// cannot know before it asks; see leasestore.Leaser.
 func (s *Store) MaxSlots() int { return leasestore.MaxSlots }
 
-// Leave takes holder out of job's queue of waiters; see leasestore.Queuer.
-// Through a registry whose store keeps no queue, there is nothing to leave.
+// Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 func (s *Store) Leave(ctx context.Context, job, holder string) error {
 	return s.do(ctx, call{op: "leave the queue", method: http.MethodPost, path: api.PathLeave,
 		body: api.LeaveRequest{JobID: job, WorkerID: holder}}, nil)

@@ -54,7 +54,7 @@ func (embeddedHarness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (embeddedHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true, Slots: leasestore.MaxSlots}
+	return storetest.Abilities{CommonHistoryWords: true}
 }
 
 // redisHarness puts each test's registry in front of the shared Redis, in a

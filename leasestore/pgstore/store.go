@@ -59,10 +59,7 @@ type Store struct {
 	sqlExpect, sqlOverdue, sqlLeave                                         string
 }
 
-var (
-	_ leasestore.Store  = (*Store)(nil)
-	_ leasestore.Queuer = (*Store)(nil)
-)
+var _ leasestore.Store = (*Store)(nil)
 
 // prepareStatements writes the statement of each operation: a call of its
 // function in the namespace's schema, every argument cast to the
@@ -380,10 +377,10 @@ func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
 
 // MaxSlots is leasestore.MaxSlots: a job's runs are rows of their own,
 // each transition reads and writes those of its job; see
-// leasestore.Queuer.
+// leasestore.Leaser.
 func (s *Store) MaxSlots() int { return leasestore.MaxSlots }
 
-// Leave takes holder out of job's queue of waiters; see leasestore.Queuer.
+// Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 func (s *Store) Leave(ctx context.Context, job, holder string) error {
 	if err := text(holder); err != nil {
 		return err

@@ -36,7 +36,7 @@ func (h clusterHarness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (clusterHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true, Slots: leasestore.MaxSlots}
+	return storetest.Abilities{CommonHistoryWords: true}
 }
 
 // startCluster starts a Redis Cluster stopped when the test ends.

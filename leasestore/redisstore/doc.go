@@ -3,7 +3,7 @@
 // EVALSHA), over keys laid out so that each script touches one Redis
 // Cluster slot (layout.go, docs/redis-layout.md). It registers the redis://
 // and rediss:// schemes for a single server; New takes any go-redis
-// UniversalClient. It is a leasestore.Queuer: up to leasestore.MaxSlots
+// UniversalClient. It grants up to leasestore.MaxSlots
 // runs of a job at once, and a queue that serves waiters in the order they
 // joined, with the rules of package rules written in Lua and held to them
 // by the conformance suite's model-based test. A job of one slot keeps the

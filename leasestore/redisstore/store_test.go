@@ -73,7 +73,7 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true, Slots: leasestore.MaxSlots}
+	return storetest.Abilities{CommonHistoryWords: true}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{testRedis.Get(t)}) }

@@ -128,12 +128,12 @@ type lockstep struct {
 	runs map[string][]*modelRun
 	// gaveUp are the holders that gave up on a grant, by job.
 	gaveUp map[string][]string
-	// queue: the store keeps a queue and slots (Abilities.Slots), so the
-	// sequence has runs of several slots and waiters (modelqueue.go);
+	// maxSlots is the most slots the store grants a job
+	// (leasestore.Leaser.MaxSlots): the sequence has runs of several slots
+	// and waiters (modelqueue.go).
+	maxSlots int
 	// waiters are the requests that wait in each job's queue.
-	queue    bool
-	maxSlots int // the most slots the store grants a job
-	waiters  map[string][]modelWaiter
+	waiters map[string][]modelWaiter
 	// tokens maps the store's tokens to the model's: their values differ
 	// (a token is max(last+1, the store's clock in µs)), so they are
 	// compared only for naming the same run. labels names the model's
@@ -199,7 +199,7 @@ func newLockstep(t *testing.T, h fixture, seed int64) *lockstep {
 	for _, job := range modelJobs {
 		ls.model[job] = &modelJob{rec: rules.Record{Job: job}}
 	}
-	ls.queue, ls.maxSlots = h.Slots > 0, h.Slots
+	ls.maxSlots = ls.operator.MaxSlots()
 	return ls
 }
 

@@ -11,13 +11,11 @@ import (
 	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
-// The model-based test's slots and queue of waiters, on a store that is a
-// leasestore.Queuer: one job of several slots and one of one, requests
+// The model-based test's slots and queue of waiters: one job of several slots and one of one, requests
 // that wait at random, waiters that ask again (keeping their place, or
 // getting the slot that is theirs) and waiters that give up.
 
-// modelSlots are the jobs' slots on a store with a queue, when it grants
-// as many.
+// modelSlots are the jobs' slots, when the store grants as many.
 var modelSlots = map[string]int{"alpha": 3, "beta": 1}
 
 // modelWaiter is a request of the sequence that waits in its job's queue.
@@ -28,20 +26,14 @@ type modelWaiter struct {
 
 // slotsOf is the slots the sequence's runs of job ask for.
 func (ls *lockstep) slotsOf(job string) int {
-	if !ls.queue {
-		return 1
-	}
 	return min(modelSlots[job], ls.maxSlots)
 }
 
-// slotted gives req its job's slots on a store with a queue, at times
+// slotted gives req its job's slots, at times
 // another number (which the runs in flight refuse), and, when it may wait,
 // a wait one time in three.
 func (ls *lockstep) slotted(req *leasestore.AcquireRequest, mayWait bool) {
 	req.Slots = ls.slotsOf(req.Job)
-	if !ls.queue {
-		return
-	}
 	if ls.rnd.IntN(12) == 0 && req.Slots < ls.maxSlots {
 		req.Slots++
 	}
@@ -90,7 +82,7 @@ func (ls *lockstep) leave(t *testing.T, job string) {
 	w := waiters[i]
 	ls.waiters[job] = slices.Delete(slices.Clone(waiters), i, i+1)
 	ls.logf("%s: %s leaves the queue", job, w.req.Holder)
-	if err := ls.workers[w.worker].(leasestore.Queuer).Leave(Ctx(t), job, w.req.Holder); err != nil {
+	if err := ls.workers[w.worker].Leave(Ctx(t), job, w.req.Holder); err != nil {
 		ls.fail(t, "leave", err, "no error")
 	}
 	m := ls.model[job]
@@ -98,12 +90,9 @@ func (ls *lockstep) leave(t *testing.T, job string) {
 	ls.seen["leave: ok"]++
 }
 
-// describeSlots is what a status says of slots and the queue, on a store
-// with a queue: the slots, each holder with its slot, the waiters in order.
+// describeSlots is what a status says of slots and the queue: the slots,
+// each holder with its slot, the waiters in order.
 func (ls *lockstep) describeSlots(st *leasestore.JobStatus, label func(int64) string) []string {
-	if !ls.queue {
-		return nil
-	}
 	var holders []string
 	for _, h := range st.Holders {
 		holders = append(holders, fmt.Sprintf("%s (%s) in slot %d", h.Worker, label(h.Token), h.Slot))

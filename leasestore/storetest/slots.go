@@ -9,22 +9,8 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 )
 
-// The contract of slots and of the queue of waiters (leasestore.Queuer,
-// docs/semantics.md, Slots and the queue), checked on a store that has it.
-
-// queuer is s as a Queuer that grants at least slots slots; the test is
-// skipped on a store whose harness says it does not (Abilities.Slots).
-func (h fixture) queuer(t *testing.T, s leasestore.Store, slots int) leasestore.Queuer {
-	t.Helper()
-	if h.Slots < slots {
-		t.Skipf("the store keeps no queue of waiters, or fewer than %d slots per job", slots)
-	}
-	q, ok := s.(leasestore.Queuer)
-	if !ok {
-		t.Fatalf("the harness says the store keeps a queue and %d slots, but %T is no leasestore.Queuer", h.Slots, s)
-	}
-	return q
-}
+// The contract of slots and of the queue of waiters (docs/semantics.md,
+// Slots and the queue).
 
 // slotRequest is Request for a job of slots slots, waiting when wait.
 func slotRequest(job, worker string, ttl time.Duration, slots int, wait bool) leasestore.AcquireRequest {
@@ -61,7 +47,6 @@ func waitersOf(queue []leasestore.Waiter) []string {
 
 func testSlots(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	h.queuer(t, s, 3)
 	var leases []*leasestore.Lease
 	for i, w := range []string{"a", "b", "c"} {
 		l := Acquire(t, s, slotRequest("job", w, LongTTL, 3, false))
@@ -109,7 +94,6 @@ func testSlots(t *testing.T, h fixture) {
 
 func testSlotsMustAgree(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	h.queuer(t, s, 3)
 	l := Acquire(t, s, slotRequest("job", "a", LongTTL, 3, false))
 	_, err := s.Acquire(Ctx(t), slotRequest("job", "b", LongTTL, 2, true))
 	if se := errorAs[*leasestore.SlotsError](t, err); se.Slots != 3 || se.Requested != 2 {
@@ -127,7 +111,6 @@ func testSlotsMustAgree(t *testing.T, h fixture) {
 
 func testQueueOrder(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	h.queuer(t, s, 1)
 	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
 	for i, w := range []string{"b", "c", "d"} {
 		if held := refused(t, client(t, h.Fixture), slotRequest("job", w, LongTTL, 1, true)); held.Position != i+1 || held.Waiting != i+1 {
@@ -169,7 +152,6 @@ func testQueueOrder(t *testing.T, h fixture) {
 
 func testWaiterVanishes(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	h.queuer(t, s, 1)
 	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
 	gone := slotRequest("job", "b", h.shortTTL(), 1, true)
 	refused(t, s, gone)
@@ -194,14 +176,13 @@ func testWaiterVanishes(t *testing.T, h fixture) {
 
 func testWaiterLeaves(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	q := h.queuer(t, s, 1)
 	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
 	refused(t, s, slotRequest("job", "b", LongTTL, 1, true))
 	refused(t, s, slotRequest("job", "c", LongTTL, 1, true))
-	if err := q.Leave(Ctx(t), "job", "b"); err != nil {
+	if err := s.Leave(Ctx(t), "job", "b"); err != nil {
 		t.Fatalf("Leave: %v", err)
 	}
-	if err := q.Leave(Ctx(t), "job", "nobody"); err != nil {
+	if err := s.Leave(Ctx(t), "job", "nobody"); err != nil {
 		t.Errorf("Leave of a holder not in the queue: %v", err)
 	}
 	if st := Status(t, s, "job"); !slices.Equal(waitersOf(st.Queue), []string{"c"}) {
@@ -213,7 +194,6 @@ func testWaiterLeaves(t *testing.T, h fixture) {
 
 func testCrashWhileOthersWait(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	h.queuer(t, s, 2)
 	Acquire(t, s, slotRequest("job", "x", LongTTL, 2, false))
 	crashing := slotRequest("job", "a", h.shortTTL(), 2, false)
 	a := Acquire(t, s, crashing)
@@ -248,7 +228,6 @@ func testCrashWhileOthersWait(t *testing.T, h fixture) {
 
 func testScanCountsEachSlot(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	h.queuer(t, s, 2)
 	a := Acquire(t, s, slotRequest("job", "a", h.shortTTL(), 2, false))
 	Acquire(t, s, slotRequest("job", "b", LongTTL, 2, false))
 	h.awaitExpired(t, s, a)
@@ -266,7 +245,6 @@ func testScanCountsEachSlot(t *testing.T, h fixture) {
 
 func testStopEverySlot(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
-	h.queuer(t, s, 3)
 	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 3, false))
 	b := Acquire(t, s, slotRequest("job", "b", LongTTL, 3, false))
 	note := leasestore.Note{By: "alice", Reason: "bad deploy"}

@@ -45,11 +45,6 @@ type Abilities struct {
 	// that says so (the registry's in front of a store reports that
 	// store's words).
 	CommonHistoryWords bool
-	// Slots: the store keeps a queue of waiters and grants a job up to
-	// this many slots (leasestore.Queuer); 0: neither, and the suite skips
-	// their tests. Through a registry it is what the store behind it
-	// keeps, which the remote store cannot know before it asks.
-	Slots int
 	// CoarseExpiry: the store knows how long a live lease has left only
 	// coarsely (etcd: its etcd lease's TTL left, in whole seconds), so its
 	// refusal of a job whose slots are all held may name any of the live
