@@ -194,9 +194,9 @@ func (o *fakeOutbox) contents() []leasestore.LateOutcome {
 	return slices.Clone(o.kept)
 }
 
-// MaxSlots is leasestore.MaxSlots: the fake grants what it is told to, of
-// any slots.
-func (f *fakeStore) MaxSlots() int { return leasestore.MaxSlots }
+// MaxSlots is one, as a store of one run per job would say; queueStore
+// grants more.
+func (f *fakeStore) MaxSlots() int { return 1 }
 
 // Leave does nothing: queueStore records who leaves.
 func (f *fakeStore) Leave(context.Context, string, string) error { return nil }

@@ -11,11 +11,14 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 )
 
-// queueStore is the fake store that records who left the queue.
+// queueStore is the fake store granting leasestore.MaxSlots slots a job,
+// which records who left the queue.
 type queueStore struct {
 	*fakeStore
 	left chan string
 }
+
+func (q *queueStore) MaxSlots() int { return leasestore.MaxSlots }
 
 func (q *queueStore) Leave(_ context.Context, job, holder string) error {
 	q.left <- job + " " + holder
@@ -57,7 +60,7 @@ func TestSlotsReachTheStoreAndTheChild(t *testing.T) {
 	h.end(Exit{Code: 0})
 }
 
-func TestSlotsRefusedOnAStoreWithoutThem(t *testing.T) {
+func TestSlotsAboveWhatTheStoreGrantsRefused(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Slots = 3 })
 	h.start()
 	r := h.refused()
