@@ -105,6 +105,9 @@ func (o *NotifyOptions) startNotifier(ctx context.Context, store leasestore.Stor
 	names := make([]string, len(o.sinks))
 	for i, s := range o.sinks {
 		names[i] = s.String()
+		if c, ok := s.(*notify.Command); ok {
+			c.Log = log
+		}
 	}
 	log.Info().Strs("sinks", names).Msg("sending notices to " + strings.Join(names, ", "))
 	var wg sync.WaitGroup
