@@ -20,7 +20,7 @@ type NoticeKind string
 
 // Notice kinds.
 const (
-	NoticeCrash       NoticeKind = "crash"               // a crash counted (Scan or the next run's Acquire)
+	NoticeCrash       NoticeKind = "crash"               // a crash counted (Scan, the next run's Acquire, the run's release)
 	NoticeQuarantined NoticeKind = "quarantined"         // a job quarantined, for crashing or by an operator
 	NoticeReleased    NoticeKind = "quarantine-released" // an operator let a quarantined job run again
 	NoticeLeaseLost   NoticeKind = "lease-lost"          // a run's lease was lost and its child killed
@@ -140,18 +140,52 @@ func NoticeKey(kind NoticeKind, job string, id int64) string {
 	return string(kind) + "/" + job + "/" + strconv.FormatInt(id, 10)
 }
 
-// CrashNotices are the notices of crash c: the crash, and the quarantine it
-// led to.
+// CrashNotices are the notices of crash c, a run whose supervisor
+// vanished: the crash, and the quarantine it led to.
 func CrashNotices(c Crash) []Notice {
+	return crashNotices(c, fmt.Sprintf("worker %s on %s (pid %d) vanished", c.Holder, c.Host, c.PID))
+}
+
+// ReportedCrashNotices are the notices of crash c, which its own
+// supervisor reported with its outcome (a child killed by SIGSEGV, by the
+// OOM killer), why saying how the child died: the crash, and the
+// quarantine it led to.
+func ReportedCrashNotices(c Crash, why string) []Notice {
+	return crashNotices(c, fmt.Sprintf("%s (worker %s on %s)", why, c.Holder, c.Host))
+}
+
+func crashNotices(c Crash, why string) []Notice {
 	ns := []Notice{{Key: NoticeKey(NoticeCrash, c.Job, c.Token), Kind: NoticeCrash, Job: c.Job, At: c.DetectedAt,
 		Worker: c.Holder, Host: c.Host, Token: c.Token, Crashes: c.Crashes, By: ByLeasectl,
-		Detail: fmt.Sprintf("job %s crashed: worker %s on %s (pid %d) vanished; %d consecutive crashes", c.Job, c.Holder, c.Host, c.PID, c.Crashes)}}
+		Detail: fmt.Sprintf("job %s crashed: %s; %d consecutive crashes", c.Job, why, c.Crashes)}}
 	if c.Quarantined {
 		ns = append(ns, Notice{Key: NoticeKey(NoticeQuarantined, c.Job, c.Token), Kind: NoticeQuarantined, Job: c.Job,
 			At: c.DetectedAt, Worker: c.Holder, Host: c.Host, Token: c.Token, Crashes: c.Crashes, By: ByLeasectl,
 			Detail: fmt.Sprintf("job %s is quarantined after %d consecutive crashes", c.Job, c.Crashes)})
 	}
 	return ns
+}
+
+// CountedCrash is the crash of l's run as st, the job's status read after
+// the store took the run's crashed outcome, shows it: when it was counted
+// (its crashed event), the job's consecutive crashes, and whether it
+// quarantined the job (a quarantined event of the run's). It reports false
+// when st's history holds no crash of the run.
+func CountedCrash(st *JobStatus, l *Lease, host string, pid int) (Crash, bool) {
+	c := Crash{Job: l.Job, Holder: l.Holder, Host: host, PID: pid, Token: l.Token, Crashes: st.Crashes}
+	found := false
+	for _, e := range st.History {
+		if e.Worker != l.Holder || e.Token != l.Token {
+			continue
+		}
+		switch e.Kind {
+		case EventCrashed:
+			c.DetectedAt, found = e.At, true
+		case EventQuarantined:
+			c.Quarantined = true
+		}
+	}
+	return c, found
 }
 
 // QuarantineNotice is the notice of job quarantined (released false) or
