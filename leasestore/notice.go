@@ -82,13 +82,23 @@ type Notice struct {
 	Owner        string    `json:"owner,omitempty"`
 	ClaimedUntil time.Time `json:"claimed_until,omitzero"`
 	// Attempts counts the claims; LastError is the last failed attempt's.
-	Attempts  int       `json:"attempts,omitempty"`
-	LastError string    `json:"last_error,omitempty"`
-	SentAt    time.Time `json:"sent_at,omitzero"` // zero until sent
+	Attempts  int    `json:"attempts,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// SentTo are the sinks that took it (their IDs, package notify), so
+	// that a retry goes to the others alone.
+	SentTo []string  `json:"sent_to,omitempty"`
+	SentAt time.Time `json:"sent_at,omitzero"` // zero until every sink took it
 }
 
 // Sent reports whether the notice was delivered.
 func (n *Notice) Sent() bool { return !n.SentAt.IsZero() }
+
+// MaxNoticeSinks bounds the sinks a notice keeps in SentTo, and
+// MaxSinkID the length of each one's ID.
+const (
+	MaxNoticeSinks = 64
+	MaxSinkID      = 256
+)
 
 // Validate checks a notice to put before any I/O.
 func (n *Notice) Validate() error {
@@ -105,8 +115,11 @@ func (n *Notice) Validate() error {
 
 // Settlement is how a claimed notice's delivery went.
 type Settlement struct {
-	// Sent: every sink took it.
+	// Sent: every sink took it, in this attempt or before.
 	Sent bool
+	// SentTo are the sinks that took it in this attempt, kept with those
+	// that took it before (Notice.SentTo), sent or not.
+	SentTo []string
 	// RetryIn is when to try again, from the store's clock, when not Sent.
 	RetryIn time.Duration
 	// Error is why it was not sent, for people (no secrets in it).

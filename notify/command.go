@@ -64,6 +64,9 @@ func commandName(line string) string {
 // line may hold secrets.
 func (c *Command) String() string { return c.name }
 
+// ID identifies the command by its name and its whole line's hash.
+func (c *Command) ID() string { return sinkID(c.name, "command\x00"+c.line) }
+
 // Send runs the command with e's JSON on stdin; exit status 0 is
 // delivery. ctx's end kills it. Its error is the exit status alone.
 func (c *Command) Send(ctx context.Context, e Event) error {

@@ -77,6 +77,30 @@ func TestWebhookErrorsHideTheURLsSecrets(t *testing.T) {
 	}
 }
 
+// A sink's ID is the same for the same configuration, built again (on
+// another reaper, after a restart), tells apart two sinks of one name, and
+// holds none of their secrets.
+func TestSinkIDs(t *testing.T) {
+	secret := "https://hooks.slack.com/services/T0/B0/s3cr3t"
+	a, b := webhook(t, secret, FormatJSON), webhook(t, secret, FormatSlack)
+	other := webhook(t, "https://hooks.slack.com/services/T0/B0/0ther", FormatJSON)
+	c1, _ := NewCommand("TOKEN=s3cr3t alert")
+	c2, _ := NewCommand("TOKEN=s3cr3t alert")
+	c3, _ := NewCommand("TOKEN=0ther alert")
+	if a.ID() != b.ID() || c1.ID() != c2.ID() {
+		t.Errorf("IDs of one configuration differ: %q %q, %q %q", a.ID(), b.ID(), c1.ID(), c2.ID())
+	}
+	for _, s := range []Sink{a, other, c1, c3} {
+		if strings.Contains(s.ID(), "s3cr3t") || strings.Contains(s.ID(), "0ther") || !strings.HasPrefix(s.ID(), s.String()+"#") ||
+			len(s.ID()) > leasestore.MaxSinkID {
+			t.Errorf("ID %q of %s; want its name, a hash, no secret", s.ID(), s)
+		}
+	}
+	if a.ID() == other.ID() || c1.ID() == c3.ID() {
+		t.Errorf("two sinks of one name share an ID: %q, %q", a.ID(), c1.ID())
+	}
+}
+
 // A command sink gets the event's JSON on stdin; exit status 0 is
 // delivery.
 func TestCommandSink(t *testing.T) {

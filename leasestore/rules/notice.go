@@ -18,7 +18,7 @@ import (
 // delivery yet.
 func NewNotice(n leasestore.Notice, now time.Time) leasestore.Notice {
 	n.Recorded, n.NextAt = now, now
-	n.Owner, n.ClaimedUntil, n.Attempts, n.LastError, n.SentAt = "", time.Time{}, 0, "", time.Time{}
+	n.Owner, n.ClaimedUntil, n.Attempts, n.LastError, n.SentTo, n.SentAt = "", time.Time{}, 0, "", nil, time.Time{}
 	return n
 }
 
@@ -40,7 +40,9 @@ func ClaimNotice(n *leasestore.Notice, owner string, hold time.Duration, now tim
 }
 
 // SettleNotice ends owner's claim on n at now as s says: sent, or due again
-// after s.RetryIn. A claim past its hold is still owner's until another
+// after s.RetryIn; either way the sinks that took it (s.SentTo) join those
+// that took it before, so that a retry goes to the others alone, each sink
+// getting it once (at most leasestore.MaxNoticeSinks are kept). A claim past its hold is still owner's until another
 // owner claims the notice: the sink took it, and saying so spares a second
 // delivery. It refuses with leasestore.ErrNoticeNotHeld a notice claimed
 // by another owner, or sent already.
@@ -49,6 +51,11 @@ func SettleNotice(n *leasestore.Notice, owner string, s leasestore.Settlement, n
 		return fmt.Errorf("settle notice %q for %q: %w", n.Key, owner, leasestore.ErrNoticeNotHeld)
 	}
 	n.Owner, n.ClaimedUntil = "", time.Time{}
+	for _, id := range s.SentTo {
+		if !slices.Contains(n.SentTo, id) && len(n.SentTo) < leasestore.MaxNoticeSinks {
+			n.SentTo = append(n.SentTo, id)
+		}
+	}
 	if s.Sent {
 		n.SentAt, n.LastError = now, ""
 		return nil
