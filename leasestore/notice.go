@@ -39,10 +39,12 @@ var NoticeKinds = []NoticeKind{NoticeCrash, NoticeQuarantined, NoticeReleased, N
 // after that is a new notice).
 const NoticeRetention = 7 * 24 * time.Hour
 
-// NoticeCap is the most notices a store keeps; past it, the oldest are
-// dropped first (those sent before those not), so that a crash storm with
-// no sink configured costs a bounded amount of store memory (a notice is
-// about half a kilobyte).
+// NoticeCap is the most notices a store keeps; past it, the sent ones are
+// dropped first, oldest first, and only then unsent ones, from the jobs
+// with the most first (rules.PruneNotices), so that a crash storm with no
+// sink configured costs a bounded amount of store memory (a notice is
+// about half a kilobyte), and a flood of one job's notices (a worker's
+// token may put notices) pushes out its own before any other job's.
 const NoticeCap = 10000
 
 // MaxNoticeClaim bounds how many notices one ClaimNotices returns.

@@ -71,7 +71,10 @@ func ByAge(a, b leasestore.Notice) int {
 
 // PruneNotices returns the keys of the notices of list a store drops at
 // now: those recorded longer than retention ago, and, past limit notices,
-// the oldest, those sent before those not.
+// first the sent ones, oldest first, then, only when no sent one is left,
+// unsent ones from the jobs with the most of them, oldest first: a flood
+// of one job's notices (a worker that puts thousands, a job crashing in a
+// loop with no sink) drops its own before any other job's.
 func PruneNotices(list []leasestore.Notice, now time.Time, retention time.Duration, limit int) []string {
 	var drop []string
 	var kept []leasestore.Notice
@@ -85,14 +88,31 @@ func PruneNotices(list []leasestore.Notice, now time.Time, retention time.Durati
 	if len(kept) <= limit {
 		return drop
 	}
-	slices.SortFunc(kept, func(a, b leasestore.Notice) int {
+	// An unsent notice's weight is how many unsent notices its job still
+	// has when it is its job's oldest: dropping by weight, heaviest first,
+	// is dropping, each time, the oldest of the job with the most.
+	slices.SortFunc(kept, ByAge)
+	unsent := map[string]int{}
+	for _, n := range kept {
+		if !n.Sent() {
+			unsent[n.Job]++
+		}
+	}
+	weight := make(map[string]int, len(kept))
+	for _, n := range kept {
+		if !n.Sent() {
+			weight[n.Key] = unsent[n.Job]
+			unsent[n.Job]--
+		}
+	}
+	slices.SortStableFunc(kept, func(a, b leasestore.Notice) int {
 		if a.Sent() != b.Sent() {
 			if a.Sent() {
 				return -1
 			}
 			return 1
 		}
-		return ByAge(a, b)
+		return cmp.Compare(weight[b.Key], weight[a.Key])
 	})
 	for _, n := range kept[:len(kept)-limit] {
 		drop = append(drop, n.Key)

@@ -132,6 +132,13 @@ func TestSettleNotice(t *testing.T) {
 	}
 }
 
+// ofJob is a new notice of job.
+func ofJob(key, job string, recorded time.Time) leasestore.Notice {
+	n := notice(key, recorded)
+	n.Job = job
+	return n
+}
+
 func TestPruneNotices(t *testing.T) {
 	sent := func(key string, recorded time.Time) leasestore.Notice {
 		n := notice(key, recorded)
@@ -156,6 +163,19 @@ func TestPruneNotices(t *testing.T) {
 		{"past the cap with none sent the oldest unsent go",
 			[]leasestore.Notice{notice("u2", at(20*time.Minute)), notice("u1", at(10*time.Minute)), notice("u3", at(30*time.Minute))},
 			1, []string{"u1", "u2"}},
+		{"a flood of one job's notices does not push out the other jobs' older ones",
+			[]leasestore.Notice{ofJob("real-a", "a", at(time.Minute)), ofJob("real-b", "b", at(2*time.Minute)),
+				ofJob("f1", "flood", at(10*time.Minute)), ofJob("f2", "flood", at(11*time.Minute)), ofJob("f3", "flood", at(12*time.Minute)),
+				ofJob("f4", "flood", at(13*time.Minute)), ofJob("f5", "flood", at(14*time.Minute))},
+			4, []string{"f1", "f2", "f3"}},
+		{"while sent ones remain, no unsent one goes, however many a job has",
+			[]leasestore.Notice{sent("s1", at(30*time.Minute)), ofJob("f1", "flood", at(10*time.Minute)), ofJob("f2", "flood", at(11*time.Minute)),
+				ofJob("real", "a", at(time.Minute))},
+			3, []string{"s1"}},
+		{"of jobs with as many, the oldest goes first",
+			[]leasestore.Notice{ofJob("b1", "b", at(2*time.Minute)), ofJob("a1", "a", at(time.Minute)), ofJob("b2", "b", at(4*time.Minute)),
+				ofJob("a2", "a", at(3*time.Minute))},
+			1, []string{"a1", "b1", "a2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
