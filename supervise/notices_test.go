@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -219,5 +220,50 @@ func TestReleasedCrashIsRecordedAsNotices(t *testing.T) {
 				t.Errorf("recorded %v, want %v", keys, tt.want)
 			}
 		})
+	}
+}
+
+// statusHung is the fake store whose Status answers only when its caller
+// gives up, telling how long it was given.
+type statusHung struct {
+	*fakeStore
+	given chan time.Duration
+}
+
+func (s statusHung) Status(ctx context.Context, _ string) (*leasestore.JobStatus, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		s.given <- 0
+		return nil, errors.New("no deadline")
+	}
+	s.given <- time.Until(deadline)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A store that does not answer the status read after a crash costs the
+// run at most --safety, after the release: the outcome is released first,
+// and the run ends with the child's exit, without the notice.
+func TestCrashNoticeIsBoundedBySafety(t *testing.T) {
+	h := newHarness(t, nil)
+	given := make(chan time.Duration, 1)
+	h.storeAs = func(f *fakeStore) leasestore.Leaser { return statusHung{fakeStore: f, given: given} }
+	h.store.grant(10)
+	h.start()
+	h.waitStarted()
+	ending, out := h.end(Exit{Code: -1, Signal: syscall.SIGSEGV})
+	if out.Result != leasestore.ResultCrashed || ending.Exit.Signal != syscall.SIGSEGV {
+		t.Errorf("released %s, ended %+v; want the crash released and the child's exit", out.Result, ending.Exit)
+	}
+	select {
+	case g := <-given:
+		if g <= 0 || g > testSafety {
+			t.Errorf("the status read was given %s, want at most --safety %s", g, testSafety)
+		}
+	default:
+		t.Errorf("no status was read after the crash")
+	}
+	if got := h.notices.recorded(); len(got) != 0 {
+		t.Errorf("recorded %+v without the job's status", got)
 	}
 }
