@@ -34,8 +34,8 @@ type NotifyOptions struct {
 // notifyHelp is what the reaper's help says of notifications.
 const notifyHelp = `Every pass records in the store what it saw worth telling people (a crash
 counted, a job quarantined, a job overdue or back in time; runs record their
-lost leases and the crashes they counted, and 'quarantine add' and 'release'
-theirs). --notify-webhook URL (repeatable) POSTs each event as JSON (schema
+lost leases, their own crashes and the crashes they counted, and 'quarantine
+add' and 'release' theirs). --notify-webhook URL (repeatable) POSTs each event as JSON (schema
 leasectl.event/v1, with an Idempotency-Key header; --notify-format slack
 sends Slack's {"text": ...} instead), and --notify-command CMD runs CMD with
 /bin/sh -c, the event's JSON on its stdin. An event is marked sent once
@@ -105,6 +105,9 @@ func (o *NotifyOptions) startNotifier(ctx context.Context, store leasestore.Stor
 	names := make([]string, len(o.sinks))
 	for i, s := range o.sinks {
 		names[i] = s.String()
+		if c, ok := s.(*notify.Command); ok {
+			c.Log = log
+		}
 	}
 	log.Info().Strs("sinks", names).Msg("sending notices to " + strings.Join(names, ", "))
 	var wg sync.WaitGroup

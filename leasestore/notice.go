@@ -20,7 +20,7 @@ type NoticeKind string
 
 // Notice kinds.
 const (
-	NoticeCrash       NoticeKind = "crash"               // a crash counted (Scan or the next run's Acquire)
+	NoticeCrash       NoticeKind = "crash"               // a crash counted (Scan, the next run's Acquire, the run's release)
 	NoticeQuarantined NoticeKind = "quarantined"         // a job quarantined, for crashing or by an operator
 	NoticeReleased    NoticeKind = "quarantine-released" // an operator let a quarantined job run again
 	NoticeLeaseLost   NoticeKind = "lease-lost"          // a run's lease was lost and its child killed
@@ -39,10 +39,12 @@ var NoticeKinds = []NoticeKind{NoticeCrash, NoticeQuarantined, NoticeReleased, N
 // after that is a new notice).
 const NoticeRetention = 7 * 24 * time.Hour
 
-// NoticeCap is the most notices a store keeps; past it, the oldest are
-// dropped first (those sent before those not), so that a crash storm with
-// no sink configured costs a bounded amount of store memory (a notice is
-// about half a kilobyte).
+// NoticeCap is the most notices a store keeps; past it, the sent ones are
+// dropped first, oldest first, and only then unsent ones, from the jobs
+// with the most first (rules.PruneNotices), so that a crash storm with no
+// sink configured costs a bounded amount of store memory (a notice is
+// about half a kilobyte), and a flood of one job's notices (a worker's
+// token may put notices) pushes out its own before any other job's.
 const NoticeCap = 10000
 
 // MaxNoticeClaim bounds how many notices one ClaimNotices returns.
@@ -82,13 +84,23 @@ type Notice struct {
 	Owner        string    `json:"owner,omitempty"`
 	ClaimedUntil time.Time `json:"claimed_until,omitzero"`
 	// Attempts counts the claims; LastError is the last failed attempt's.
-	Attempts  int       `json:"attempts,omitempty"`
-	LastError string    `json:"last_error,omitempty"`
-	SentAt    time.Time `json:"sent_at,omitzero"` // zero until sent
+	Attempts  int    `json:"attempts,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+	// SentTo are the sinks that took it (their IDs, package notify), so
+	// that a retry goes to the others alone.
+	SentTo []string  `json:"sent_to,omitempty"`
+	SentAt time.Time `json:"sent_at,omitzero"` // zero until every sink took it
 }
 
 // Sent reports whether the notice was delivered.
 func (n *Notice) Sent() bool { return !n.SentAt.IsZero() }
+
+// MaxNoticeSinks bounds the sinks a notice keeps in SentTo, and
+// MaxSinkID the length of each one's ID.
+const (
+	MaxNoticeSinks = 64
+	MaxSinkID      = 256
+)
 
 // Validate checks a notice to put before any I/O.
 func (n *Notice) Validate() error {
@@ -105,8 +117,11 @@ func (n *Notice) Validate() error {
 
 // Settlement is how a claimed notice's delivery went.
 type Settlement struct {
-	// Sent: every sink took it.
+	// Sent: every sink took it, in this attempt or before.
 	Sent bool
+	// SentTo are the sinks that took it in this attempt, kept with those
+	// that took it before (Notice.SentTo), sent or not.
+	SentTo []string
 	// RetryIn is when to try again, from the store's clock, when not Sent.
 	RetryIn time.Duration
 	// Error is why it was not sent, for people (no secrets in it).
@@ -140,18 +155,52 @@ func NoticeKey(kind NoticeKind, job string, id int64) string {
 	return string(kind) + "/" + job + "/" + strconv.FormatInt(id, 10)
 }
 
-// CrashNotices are the notices of crash c: the crash, and the quarantine it
-// led to.
+// CrashNotices are the notices of crash c, a run whose supervisor
+// vanished: the crash, and the quarantine it led to.
 func CrashNotices(c Crash) []Notice {
+	return crashNotices(c, fmt.Sprintf("worker %s on %s (pid %d) vanished", c.Holder, c.Host, c.PID))
+}
+
+// ReportedCrashNotices are the notices of crash c, which its own
+// supervisor reported with its outcome (a child killed by SIGSEGV, by the
+// OOM killer), why saying how the child died: the crash, and the
+// quarantine it led to.
+func ReportedCrashNotices(c Crash, why string) []Notice {
+	return crashNotices(c, fmt.Sprintf("%s (worker %s on %s)", why, c.Holder, c.Host))
+}
+
+func crashNotices(c Crash, why string) []Notice {
 	ns := []Notice{{Key: NoticeKey(NoticeCrash, c.Job, c.Token), Kind: NoticeCrash, Job: c.Job, At: c.DetectedAt,
 		Worker: c.Holder, Host: c.Host, Token: c.Token, Crashes: c.Crashes, By: ByLeasectl,
-		Detail: fmt.Sprintf("job %s crashed: worker %s on %s (pid %d) vanished; %d consecutive crashes", c.Job, c.Holder, c.Host, c.PID, c.Crashes)}}
+		Detail: fmt.Sprintf("job %s crashed: %s; %d consecutive crashes", c.Job, why, c.Crashes)}}
 	if c.Quarantined {
 		ns = append(ns, Notice{Key: NoticeKey(NoticeQuarantined, c.Job, c.Token), Kind: NoticeQuarantined, Job: c.Job,
 			At: c.DetectedAt, Worker: c.Holder, Host: c.Host, Token: c.Token, Crashes: c.Crashes, By: ByLeasectl,
 			Detail: fmt.Sprintf("job %s is quarantined after %d consecutive crashes", c.Job, c.Crashes)})
 	}
 	return ns
+}
+
+// CountedCrash is the crash of l's run as st, the job's status read after
+// the store took the run's crashed outcome, shows it: when it was counted
+// (its crashed event), the job's consecutive crashes, and whether it
+// quarantined the job (a quarantined event of the run's). It reports false
+// when st's history holds no crash of the run.
+func CountedCrash(st *JobStatus, l *Lease, host string, pid int) (Crash, bool) {
+	c := Crash{Job: l.Job, Holder: l.Holder, Host: host, PID: pid, Token: l.Token, Crashes: st.Crashes}
+	found := false
+	for _, e := range st.History {
+		if e.Worker != l.Holder || e.Token != l.Token {
+			continue
+		}
+		switch e.Kind {
+		case EventCrashed:
+			c.DetectedAt, found = e.At, true
+		case EventQuarantined:
+			c.Quarantined = true
+		}
+	}
+	return c, found
 }
 
 // QuarantineNotice is the notice of job quarantined (released false) or

@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"path"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // commandWaitDelay is how long a command that timed out, and was killed,
@@ -17,6 +21,11 @@ const commandWaitDelay = time.Second
 // Command runs a shell command per event, the event's JSON on its stdin.
 type Command struct {
 	line string
+	name string
+	// Log gets the last line a failing command wrote on stderr, at debug:
+	// it may hold secrets, so it never goes into Send's error, which the
+	// store keeps for any reader.
+	Log zerolog.Logger
 }
 
 // NewCommand is a sink that runs line with /bin/sh -c.
@@ -24,17 +33,42 @@ func NewCommand(line string) (*Command, error) {
 	if strings.TrimSpace(line) == "" {
 		return nil, fmt.Errorf("invalid notify command: it is empty")
 	}
-	return &Command{line: line}, nil
+	return &Command{line: line, name: commandName(line)}, nil
 }
 
-// String names the command by its first word: the rest may hold secrets.
-func (c *Command) String() string {
-	first, _, _ := strings.Cut(strings.TrimSpace(c.line), " ")
-	return "command " + first
+// assignment is a shell word that sets a variable (VAR=value), and
+// plainName a program's name that says nothing but the program.
+var (
+	assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	plainName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*$`)
+)
+
+// commandName names line by the program it runs: the base name of its
+// first word that is not a VAR=value assignment (those often carry
+// tokens), or "command" when that word is no plain name (quoted, a
+// substitution).
+func commandName(line string) string {
+	for _, w := range strings.Fields(line) {
+		if assignment.MatchString(w) {
+			continue
+		}
+		if base := path.Base(w); plainName.MatchString(base) {
+			return "command " + base
+		}
+		break
+	}
+	return "command"
 }
+
+// String names the command by its program's base name: the rest of the
+// line may hold secrets.
+func (c *Command) String() string { return c.name }
+
+// ID identifies the command by its name and its whole line's hash.
+func (c *Command) ID() string { return sinkID(c.name, "command\x00"+c.line) }
 
 // Send runs the command with e's JSON on stdin; exit status 0 is
-// delivery. ctx's end kills it.
+// delivery. ctx's end kills it. Its error is the exit status alone.
 func (c *Command) Send(ctx context.Context, e Event) error {
 	body, err := json.Marshal(e)
 	if err != nil {
@@ -50,9 +84,7 @@ func (c *Command) Send(ctx context.Context, e Event) error {
 		if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 			msg = msg[i+1:]
 		}
-		if msg != "" {
-			return fmt.Errorf("%w: %s", err, msg)
-		}
+		c.Log.Debug().Str("sink", c.name).Str("stderr", msg).Str("notice", e.IdempotencyKey).Msg("the notify command failed")
 		return err
 	}
 	return nil

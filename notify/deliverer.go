@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,35 +133,42 @@ func (d *Deliverer) timeout() time.Duration {
 	return d.Timeout
 }
 
-// deliver sends n to every sink and settles it; it reports whether every
-// sink took it.
+// deliver sends n to each sink that has not taken it yet, whatever the
+// others do, and settles it: sent once every sink took it, and the sinks
+// that took it now kept, so that a retry goes to the others alone. It
+// reports whether every sink took it.
 func (d *Deliverer) deliver(ctx context.Context, n leasestore.Notice) (bool, error) {
 	e := EventOf(n, d.Namespace)
-	var failed error
-	for _, s := range d.Sinks {
-		sctx, cancel := context.WithTimeout(ctx, d.timeout())
-		err := s.Send(sctx, e)
-		cancel()
-		if err != nil {
-			failed = fmt.Errorf("%s: %w", s, err)
-			break
+	var s leasestore.Settlement
+	var failed []string
+	for _, sink := range d.Sinks {
+		if slices.Contains(n.SentTo, sink.ID()) {
+			continue
 		}
+		sctx, cancel := context.WithTimeout(ctx, d.timeout())
+		err := sink.Send(sctx, e)
+		cancel()
+		if ctx.Err() != nil {
+			return false, ctx.Err() // the claim lapses; another pass sends it
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", sink, err))
+			continue
+		}
+		s.SentTo = append(s.SentTo, sink.ID())
 	}
-	if ctx.Err() != nil {
-		return false, ctx.Err() // the claim lapses; another pass sends it
-	}
-	s := leasestore.Settlement{Sent: failed == nil}
-	if failed != nil {
-		s.RetryIn, s.Error = Backoff(n.Attempts, d.Backoff, d.MaxBackoff, rand.Float64()), failed.Error()
-		d.Log.Warn().Err(failed).Str("job", n.Job).Str("notice", n.Key).Int("attempt", n.Attempts).
-			Dur("retry_in", s.RetryIn).Msg("a sink did not take the notice; retrying later")
+	s.Sent = len(failed) == 0
+	if !s.Sent {
+		s.RetryIn, s.Error = Backoff(n.Attempts, d.Backoff, d.MaxBackoff, rand.Float64()), strings.Join(failed, "; ")
+		d.Log.Warn().Str("error", s.Error).Str("job", n.Job).Str("notice", n.Key).Int("attempt", n.Attempts).
+			Dur("retry_in", s.RetryIn).Msg("a sink did not take the notice; retrying it later for the sinks that did not")
 	}
 	err := d.Store.SettleNotice(ctx, n.Key, d.Owner, s)
 	if errors.Is(err, leasestore.ErrNoticeNotHeld) {
 		d.Log.Info().Str("notice", n.Key).Msg("the notice's claim was taken over by another reaper before it was settled")
-		return failed == nil, nil
+		return s.Sent, nil
 	}
-	return failed == nil, err
+	return s.Sent, err
 }
 
 // Backoff is the delay before the next attempt of a notice tried attempts

@@ -32,7 +32,8 @@ type Event struct {
 	By      string     `json:"by,omitempty"`
 	// Text is the event in one line, for people.
 	Text string `json:"text"`
-	// Attempt counts the deliveries of this event, from 1.
+	// Attempt counts the delivery attempts of this event, from 1, over
+	// every sink: a sink that was down gets it at the attempt it came back.
 	Attempt int `json:"attempt"`
 }
 

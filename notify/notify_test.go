@@ -393,3 +393,65 @@ func (b *blocking) Send(ctx context.Context, _ Event) error {
 	return ctx.Err()
 }
 func (b *blocking) String() string { return "blocking sink" }
+func (b *blocking) ID() string     { return "blocking sink#0" }
+
+// One sink down neither holds the event back from the others nor makes
+// them get it again, in whichever order they come: each sink gets it once,
+// the one that was down once it is back, and the notice is sent then.
+func TestOneSinkDownNeitherBlocksNorRepeatsTheOthers(t *testing.T) {
+	for _, downFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("down first %v", downFirst), func(t *testing.T) {
+			dir := t.TempDir()
+			s := openStore(t, dir)
+			key := "crash/j/1"
+			if err := s.PutNotices(storetest.Ctx(t), []leasestore.Notice{{Key: key, Kind: leasestore.NoticeCrash, Job: "j", At: time.Now()}}); err != nil {
+				t.Fatal(err)
+			}
+			down, up := newReceiver(t), newReceiver(t)
+			down.down.Store(true)
+			sinks := func() []Sink {
+				ss := []Sink{webhook(t, down.URL+"/down", FormatJSON), webhook(t, up.URL+"/up", FormatJSON)}
+				if !downFirst {
+					slices.Reverse(ss)
+				}
+				return ss
+			}
+			d := deliverer(s, "reaper", sinks()...)
+			for range 5 {
+				if err := d.Pass(storetest.Ctx(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := up.byKey(); got[key] != 1 {
+				t.Errorf("after 5 passes with the other sink down, the sink that is up got %v, want the event once", got)
+			}
+			kept, err := s.ListNotices(storetest.Ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			upID := webhook(t, up.URL+"/up", FormatJSON).ID()
+			if n := kept[0]; n.Sent() || !slices.Equal(n.SentTo, []string{upID}) || n.Attempts != 5 || !strings.Contains(n.LastError, "503") {
+				t.Errorf("notice after 5 passes: sent %v, sent to %q, attempts %d, error %q; want unsent, sent to %q, 5, the 503",
+					n.Sent(), n.SentTo, n.Attempts, n.LastError, upID)
+			}
+			down.down.Store(false)
+			// Another reaper, its sinks built from the same flags, takes over.
+			after := deliverer(openStore(t, dir), "reaper-after", sinks()...)
+			for range 2 {
+				if err := after.Pass(storetest.Ctx(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, gotUp := down.byKey(), up.byKey(); got[key] != 1 || gotUp[key] != 1 {
+				t.Errorf("once the sink is back: it got %v, the other %v; want the event once each", got, gotUp)
+			}
+			kept, err = s.ListNotices(storetest.Ctx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := kept[0]; !n.Sent() || len(n.SentTo) != 2 {
+				t.Errorf("notice once every sink took it: sent %v, sent to %q; want sent, to both", n.Sent(), n.SentTo)
+			}
+		})
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
 )
@@ -75,8 +77,32 @@ func TestWebhookErrorsHideTheURLsSecrets(t *testing.T) {
 	}
 }
 
+// A sink's ID is the same for the same configuration, built again (on
+// another reaper, after a restart), tells apart two sinks of one name, and
+// holds none of their secrets.
+func TestSinkIDs(t *testing.T) {
+	secret := "https://hooks.slack.com/services/T0/B0/s3cr3t"
+	a, b := webhook(t, secret, FormatJSON), webhook(t, secret, FormatSlack)
+	other := webhook(t, "https://hooks.slack.com/services/T0/B0/0ther", FormatJSON)
+	c1, _ := NewCommand("TOKEN=s3cr3t alert")
+	c2, _ := NewCommand("TOKEN=s3cr3t alert")
+	c3, _ := NewCommand("TOKEN=0ther alert")
+	if a.ID() != b.ID() || c1.ID() != c2.ID() {
+		t.Errorf("IDs of one configuration differ: %q %q, %q %q", a.ID(), b.ID(), c1.ID(), c2.ID())
+	}
+	for _, s := range []Sink{a, other, c1, c3} {
+		if strings.Contains(s.ID(), "s3cr3t") || strings.Contains(s.ID(), "0ther") || !strings.HasPrefix(s.ID(), s.String()+"#") ||
+			len(s.ID()) > leasestore.MaxSinkID {
+			t.Errorf("ID %q of %s; want its name, a hash, no secret", s.ID(), s)
+		}
+	}
+	if a.ID() == other.ID() || c1.ID() == c3.ID() {
+		t.Errorf("two sinks of one name share an ID: %q, %q", a.ID(), c1.ID())
+	}
+}
+
 // A command sink gets the event's JSON on stdin; exit status 0 is
-// delivery, anything else a failure naming the command's last words.
+// delivery.
 func TestCommandSink(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "event.json")
 	ok, err := NewCommand("cat > " + out)
@@ -94,13 +120,41 @@ func TestCommandSink(t *testing.T) {
 	if err := json.Unmarshal(raw, &e); err != nil || e.IdempotencyKey != "crash/nightly/7" || e.Schema != Schema {
 		t.Errorf("the command read %s (%v); want the event's JSON", raw, err)
 	}
-	failing, _ := NewCommand("echo 'pager is down' >&2; exit 3")
-	if err := failing.Send(storetest.Ctx(t), sampleEvent()); err == nil || !strings.Contains(err.Error(), "exit status 3") ||
-		!strings.Contains(err.Error(), "pager is down") {
-		t.Errorf("Send of a failing command = %v; want its exit status and its last words", err)
-	}
 	if _, err := NewCommand("  "); err == nil {
 		t.Errorf("NewCommand accepted an empty command")
+	}
+}
+
+// A command's name and its errors, which go to logs and into the store
+// any reader may read, hold none of its secrets: not its assignments, not
+// its arguments, not what it wrote on stderr (that goes to the debug log
+// alone).
+func TestCommandSinkHidesItsSecrets(t *testing.T) {
+	names := []struct{ line, want string }{
+		{"SLACK_TOKEN=xoxb-secret /usr/local/bin/alert --token xoxb-secret", "command alert"},
+		{"A=1 B=xoxb-secret pager", "command pager"},
+		{"tee -a /var/log/events.jsonl | logger", "command tee"},
+		{`"$(cat /etc/xoxb-secret)" x`, "command"},
+		{"TOKEN=xoxb-secret", "command"},
+	}
+	for _, n := range names {
+		c, err := NewCommand(n.line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.String(); got != n.want {
+			t.Errorf("NewCommand(%q).String() = %q, want %q", n.line, got, n.want)
+		}
+	}
+	var debug strings.Builder
+	failing, _ := NewCommand("TOKEN=xoxb-secret; echo \"token $TOKEN rejected\" >&2; exit 3")
+	failing.Log = zerolog.New(&debug).Level(zerolog.DebugLevel)
+	err := failing.Send(storetest.Ctx(t), sampleEvent())
+	if err == nil || err.Error() != "exit status 3" {
+		t.Errorf("Send of a failing command = %v; want its exit status alone", err)
+	}
+	if !strings.Contains(debug.String(), "token xoxb-secret rejected") {
+		t.Errorf("debug log %q; want the command's last words on stderr", debug.String())
 	}
 }
 

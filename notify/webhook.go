@@ -40,6 +40,10 @@ func NewWebhook(raw string, format Format, client *http.Client, agent string) (*
 // String names the webhook by its scheme and host.
 func (w *Webhook) String() string { return "webhook " + w.name }
 
+// ID identifies the webhook by its name and its whole URL's hash: the
+// receiver it addresses, whatever the body's format.
+func (w *Webhook) ID() string { return sinkID(w.String(), "webhook\x00"+w.url) }
+
 // Send POSTs e; a 2xx answer is delivery. An error never holds the URL.
 func (w *Webhook) Send(ctx context.Context, e Event) error {
 	body, err := e.Body(w.format)

@@ -106,7 +106,6 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			if c := lease.Recovered; c != nil {
 				log.Warn().Str("crashed_worker", c.Holder).Str("crashed_host", c.Host).Int("crashes", c.Crashes).
 					Msg("counted the previous run's crash: its supervisor vanished")
-				s.notify(ctx, log, leasestore.CrashNotices(*c)...)
 			}
 			return lease, sent, Ending{}, unanswered, nil
 		}

@@ -43,7 +43,9 @@ func (r *run) finish(exit Exit) Ending {
 	}
 	ev.Str("outcome", string(out.Result)).Int("exit_code", exit.ExitCode()).Dur("duration", out.Duration).
 		Str("reason", out.Reason).Msg("child ended: " + ending.Detail)
-	r.release(out)
+	if r.release(out) && out.Result == leasestore.ResultCrashed {
+		r.notifyCrash(out)
+	}
 	if r.stopping == LeaseLost {
 		r.notifyLeaseLost()
 	}
@@ -185,8 +187,9 @@ func (r *run) releaseContext() (context.Context, func()) {
 // releaseTimeout. A lease found lost already had its crash counted while
 // the store could not hear from the run: the outcome is recorded late, to
 // correct it. An outcome the store could not take in time is kept in the
-// outbox.
-func (r *run) release(out leasestore.Outcome) {
+// outbox. It reports whether the store took the outcome as the run's end,
+// counting its crash if it crashed.
+func (r *run) release(out leasestore.Outcome) (ended bool) {
 	ctx, cancel := r.releaseContext()
 	defer cancel()
 	var cause error // the last failure that was not this deadline's doing
@@ -198,13 +201,12 @@ func (r *run) release(out leasestore.Outcome) {
 		switch {
 		case err == nil:
 			r.log.Debug().Msg("lease released")
-			return
+			return true
 		case errors.Is(err, leasestore.ErrLeaseLost):
-			r.recordLate(ctx, out)
-			return
+			return r.recordLate(ctx, out)
 		case ctx.Err() != nil:
 			r.keep(r.late(out), cause)
-			return
+			return false
 		}
 		r.log.Warn().Err(err).Msg("release failed; retrying")
 		t := r.s.Clock.NewTimer(r.s.retryAfter(r.cfg.Heartbeat))
@@ -223,15 +225,18 @@ func (r *run) late(out leasestore.Outcome) leasestore.LateOutcome {
 
 // recordLate records the outcome of a run whose lease the store no longer
 // has (its crash counted, its evidence expired), correcting what its
-// absence did; or keeps it in the outbox if the store fails now.
-func (r *run) recordLate(ctx context.Context, out leasestore.Outcome) {
+// absence did; or keeps it in the outbox if the store fails now. It
+// reports whether the store released the run with it after all (its
+// evidence was still there).
+func (r *run) recordLate(ctx context.Context, out leasestore.Outcome) (released bool) {
 	c, err := r.s.Store.RecordLate(ctx, r.late(out))
 	if err != nil {
 		r.keep(r.late(out), fmt.Errorf("the lease was gone at release, and recording the outcome late failed: %w", err))
-		return
+		return false
 	}
 	r.log.Warn().Bool("crash_withdrawn", c.CrashWithdrawn).Bool("quarantine_lifted", c.QuarantineLifted).Int("crashes", c.Crashes).
 		Msg("the lease was gone at release (counted as a crash while the store could not hear from this run?); outcome recorded late: " + c.String())
+	return c.Released
 }
 
 // keep puts a late outcome, which the store could not take because of

@@ -70,7 +70,8 @@ type Supervisor struct {
 	Outbox Outbox
 	// Notices, if set, records the run's events worth notifying right after
 	// they happen: the previous run's crash its Acquire counted, its own
-	// lease lost with its child killed (notices.go).
+	// crash its release counted, its own lease lost with its child killed
+	// (notices.go).
 	Notices NoticeRecorder
 }
 
@@ -159,6 +160,8 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 	if err != nil || lease == nil {
 		return ending, err
 	}
+	recorded := s.notifyRecovered(cfg, lease, log)
+	defer recorded()
 	r := &run{
 		s:     s,
 		cfg:   cfg,

@@ -39,8 +39,9 @@ func (s *Store) ClaimNotices(ctx context.Context, owner string, limit int, hold 
 // SettleNotice ends owner's claim on a notice; see leasestore.Notices.
 func (s *Store) SettleNotice(ctx context.Context, key, owner string, st leasestore.Settlement) error {
 	return s.olderThanNotices("settle notice", s.do(ctx, call{op: "settle notice", method: http.MethodPost, path: api.PathSettleNotice,
-		body: api.SettleNoticeRequest{Key: key, Owner: owner, Sent: st.Sent, RetryInMS: api.MS(st.RetryIn), Error: st.Error},
-		key:  randomKey()}, nil))
+		body: api.SettleNoticeRequest{Key: key, Owner: owner, Sent: st.Sent, RetryInMS: api.MS(st.RetryIn), Error: st.Error,
+			SentTo: st.SentTo},
+		key: randomKey()}, nil))
 }
 
 // ListNotices returns the kept notices; see leasestore.Notices.

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func TestClaimNotice(t *testing.T) {
 				t.Fatalf("ClaimNotice = %v, want %v", got, tt.ok)
 			}
 			if !tt.ok {
-				if n != before {
+				if !reflect.DeepEqual(n, before) {
 					t.Fatalf("a refused claim changed the notice: %+v -> %+v", before, n)
 				}
 				return
@@ -78,25 +79,35 @@ func TestSettleNotice(t *testing.T) {
 		sent    bool
 		nextAt  time.Time
 		lastErr string
+		sentTo  []string
 	}{
 		{"the owner settles it as sent", func(n *leasestore.Notice) { ClaimNotice(n, "a", time.Minute, t0) },
-			"a", leasestore.Settlement{Sent: true}, at(time.Second), nil, true, t0, ""},
+			"a", leasestore.Settlement{Sent: true}, at(time.Second), nil, true, t0, "", nil},
+		{"the sinks that took it are kept when another did not", func(n *leasestore.Notice) { ClaimNotice(n, "a", time.Minute, t0) },
+			"a", leasestore.Settlement{SentTo: []string{"webhook#1"}, RetryIn: 5 * time.Second, Error: "command#2: exit status 3"},
+			at(time.Second), nil, false, at(6 * time.Second), "command#2: exit status 3", []string{"webhook#1"}},
+		{"a retry adds the sinks that took it then, each once", func(n *leasestore.Notice) {
+			ClaimNotice(n, "a", time.Minute, t0)
+			_ = SettleNotice(n, "a", leasestore.Settlement{SentTo: []string{"webhook#1"}, RetryIn: time.Second}, at(time.Second))
+			ClaimNotice(n, "b", time.Minute, at(2*time.Second))
+		}, "b", leasestore.Settlement{Sent: true, SentTo: []string{"command#2", "webhook#1"}}, at(3 * time.Second), nil, true,
+			at(2 * time.Second), "", []string{"webhook#1", "command#2"}},
 		{"the owner settles it to retry after a delay", func(n *leasestore.Notice) { ClaimNotice(n, "a", time.Minute, t0) },
-			"a", leasestore.Settlement{RetryIn: 5 * time.Second, Error: "503"}, at(time.Second), nil, false, at(6 * time.Second), "503"},
+			"a", leasestore.Settlement{RetryIn: 5 * time.Second, Error: "503"}, at(time.Second), nil, false, at(6 * time.Second), "503", nil},
 		{"past its hold, the claim is still the owner's while nobody claimed it since",
 			func(n *leasestore.Notice) { ClaimNotice(n, "a", time.Minute, t0) },
-			"a", leasestore.Settlement{Sent: true}, at(time.Hour), nil, true, t0, ""},
+			"a", leasestore.Settlement{Sent: true}, at(time.Hour), nil, true, t0, "", nil},
 		{"another owner's claim is refused", func(n *leasestore.Notice) {
 			ClaimNotice(n, "a", time.Minute, t0)
 			ClaimNotice(n, "b", time.Minute, at(time.Minute))
-		}, "a", leasestore.Settlement{Sent: true}, at(61 * time.Second), leasestore.ErrNoticeNotHeld, false, t0, ""},
+		}, "a", leasestore.Settlement{Sent: true}, at(61 * time.Second), leasestore.ErrNoticeNotHeld, false, t0, "", nil},
 		{"an unclaimed notice is refused", func(*leasestore.Notice) {},
-			"a", leasestore.Settlement{Sent: true}, at(time.Second), leasestore.ErrNoticeNotHeld, false, t0, ""},
+			"a", leasestore.Settlement{Sent: true}, at(time.Second), leasestore.ErrNoticeNotHeld, false, t0, "", nil},
 		{"a notice sent already is refused", func(n *leasestore.Notice) {
 			ClaimNotice(n, "a", time.Minute, t0)
 			_ = SettleNotice(n, "a", leasestore.Settlement{Sent: true}, at(time.Second))
 			n.Owner = "a"
-		}, "a", leasestore.Settlement{RetryIn: time.Second}, at(2 * time.Second), leasestore.ErrNoticeNotHeld, true, t0, ""},
+		}, "a", leasestore.Settlement{RetryIn: time.Second}, at(2 * time.Second), leasestore.ErrNoticeNotHeld, true, t0, "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -108,17 +119,24 @@ func TestSettleNotice(t *testing.T) {
 				t.Fatalf("SettleNotice = %v, want %v", err, tt.err)
 			}
 			if err != nil {
-				if n != before {
+				if !reflect.DeepEqual(n, before) {
 					t.Fatalf("a refused settlement changed the notice: %+v -> %+v", before, n)
 				}
 				return
 			}
-			if n.Sent() != tt.sent || !n.NextAt.Equal(tt.nextAt) || n.LastError != tt.lastErr || n.Owner != "" {
-				t.Fatalf("settled notice = sent %v next %s error %q owner %q; want sent %v next %s error %q owner \"\"",
-					n.Sent(), n.NextAt, n.LastError, n.Owner, tt.sent, tt.nextAt, tt.lastErr)
+			if n.Sent() != tt.sent || !n.NextAt.Equal(tt.nextAt) || n.LastError != tt.lastErr || n.Owner != "" || !slices.Equal(n.SentTo, tt.sentTo) {
+				t.Fatalf("settled notice = sent %v next %s error %q owner %q sent to %q; want sent %v next %s error %q owner \"\" sent to %q",
+					n.Sent(), n.NextAt, n.LastError, n.Owner, n.SentTo, tt.sent, tt.nextAt, tt.lastErr, tt.sentTo)
 			}
 		})
 	}
+}
+
+// ofJob is a new notice of job.
+func ofJob(key, job string, recorded time.Time) leasestore.Notice {
+	n := notice(key, recorded)
+	n.Job = job
+	return n
 }
 
 func TestPruneNotices(t *testing.T) {
@@ -145,6 +163,19 @@ func TestPruneNotices(t *testing.T) {
 		{"past the cap with none sent the oldest unsent go",
 			[]leasestore.Notice{notice("u2", at(20*time.Minute)), notice("u1", at(10*time.Minute)), notice("u3", at(30*time.Minute))},
 			1, []string{"u1", "u2"}},
+		{"a flood of one job's notices does not push out the other jobs' older ones",
+			[]leasestore.Notice{ofJob("real-a", "a", at(time.Minute)), ofJob("real-b", "b", at(2*time.Minute)),
+				ofJob("f1", "flood", at(10*time.Minute)), ofJob("f2", "flood", at(11*time.Minute)), ofJob("f3", "flood", at(12*time.Minute)),
+				ofJob("f4", "flood", at(13*time.Minute)), ofJob("f5", "flood", at(14*time.Minute))},
+			4, []string{"f1", "f2", "f3"}},
+		{"while sent ones remain, no unsent one goes, however many a job has",
+			[]leasestore.Notice{sent("s1", at(30*time.Minute)), ofJob("f1", "flood", at(10*time.Minute)), ofJob("f2", "flood", at(11*time.Minute)),
+				ofJob("real", "a", at(time.Minute))},
+			3, []string{"s1"}},
+		{"of jobs with as many, the oldest goes first",
+			[]leasestore.Notice{ofJob("b1", "b", at(2*time.Minute)), ofJob("a1", "a", at(time.Minute)), ofJob("b2", "b", at(4*time.Minute)),
+				ofJob("a2", "a", at(3*time.Minute))},
+			1, []string{"a1", "b1", "a2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,5 +184,16 @@ func TestPruneNotices(t *testing.T) {
 				t.Fatalf("PruneNotices = %q, want %q", got, tt.drop)
 			}
 		})
+	}
+}
+
+// A notice as put carries no delivery of its writer's: a put that says it
+// was sent, to every sink or to some, is recorded due at once, to all.
+func TestNewNoticeTakesNoDeliveryFromItsWriter(t *testing.T) {
+	put := leasestore.Notice{Key: "k", Kind: leasestore.NoticeCrash, Job: "job", At: t0, Owner: "w", Attempts: 3,
+		LastError: "x", SentTo: []string{"webhook#1"}, SentAt: t0}
+	n := NewNotice(put, at(time.Second))
+	if n.Sent() || n.SentTo != nil || n.Owner != "" || n.Attempts != 0 || n.LastError != "" || !NoticeDue(&n, at(time.Second)) {
+		t.Errorf("NewNotice kept its writer's delivery: %+v", n)
 	}
 }

@@ -142,7 +142,8 @@ func testNoticeClaim(t *testing.T, h fixture) {
 
 // testNoticeSettle holds a store to SettleNotice: a notice settled as sent
 // is never claimed again and is listed as sent; one settled to retry is
-// not due before its delay and due after it, its error kept.
+// not due before its delay and due after it, its error and the sinks that
+// took it kept.
 func testNoticeSettle(t *testing.T, h fixture) {
 	s := client(t, h.Fixture)
 	if err := s.PutNotices(Ctx(t), []leasestore.Notice{testNotice("sent"), testNotice("retried")}); err != nil {
@@ -156,7 +157,7 @@ func testNoticeSettle(t *testing.T, h fixture) {
 		t.Fatalf("SettleNotice sent: %v", err)
 	}
 	settled := time.Now()
-	if err := s.SettleNotice(Ctx(t), "retried", "reaper", leasestore.Settlement{RetryIn: noticeHold, Error: "HTTP 503"}); err != nil {
+	if err := s.SettleNotice(Ctx(t), "retried", "reaper", leasestore.Settlement{RetryIn: noticeHold, Error: "HTTP 503", SentTo: []string{"command tee#0a1b"}}); err != nil {
 		t.Fatalf("SettleNotice to retry: %v", err)
 	}
 	if err := s.SettleNotice(Ctx(t), "sent", "reaper", leasestore.Settlement{Sent: true}); !errors.Is(err, leasestore.ErrNoticeNotHeld) {
@@ -170,7 +171,8 @@ func testNoticeSettle(t *testing.T, h fixture) {
 		t.Fatal(err)
 	}
 	for _, n := range kept {
-		if n.Key == "sent" && !n.Sent() || n.Key == "retried" && (n.Sent() || n.LastError != "HTTP 503" || n.Owner != "") {
+		if n.Key == "sent" && !n.Sent() || n.Key == "retried" && (n.Sent() || n.LastError != "HTTP 503" || n.Owner != "" ||
+			!slices.Equal(n.SentTo, []string{"command tee#0a1b"})) {
 			t.Errorf("kept notice %+v after its settlement", n)
 		}
 	}
@@ -186,7 +188,7 @@ func testNoticeSettle(t *testing.T, h fixture) {
 	if waited := time.Since(settled); waited < noticeHold {
 		t.Errorf("a notice to retry in %s was due again after %s", noticeHold, waited)
 	}
-	if fmt.Sprint(noticeKeys(again)) != "[retried]" {
-		t.Errorf("due again: %q, want the retried notice alone (the sent one never)", noticeKeys(again))
+	if fmt.Sprint(noticeKeys(again)) != "[retried]" || !slices.Equal(again[0].SentTo, []string{"command tee#0a1b"}) {
+		t.Errorf("due again: %q, want the retried notice alone (the sent one never), with the sink that took it", noticeKeys(again))
 	}
 }

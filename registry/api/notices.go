@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -64,6 +65,8 @@ type SettleNoticeRequest struct {
 	Sent      bool   `json:"sent"`
 	RetryInMS int64  `json:"retry_in_ms,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// SentTo are the sinks that took the notice in this attempt.
+	SentTo []string `json:"sent_to,omitempty"`
 }
 
 // Validate checks a settlement and returns it.
@@ -75,6 +78,9 @@ func (r *SettleNoticeRequest) Validate() (leasestore.Settlement, error) {
 		return leasestore.Settlement{}, &FieldError{Field: "owner", Reason: "missing"}
 	case r.RetryInMS < 0 || r.RetryInMS > MS(leasestore.NoticeRetention):
 		return leasestore.Settlement{}, &FieldError{Field: "retry_in_ms", Reason: fmt.Sprintf("0 to %d", MS(leasestore.NoticeRetention))}
+	case len(r.SentTo) > leasestore.MaxNoticeSinks || slices.ContainsFunc(r.SentTo, func(id string) bool { return id == "" || len(id) > leasestore.MaxSinkID }):
+		return leasestore.Settlement{}, &FieldError{Field: "sent_to",
+			Reason: fmt.Sprintf("at most %d sink IDs of 1 to %d bytes", leasestore.MaxNoticeSinks, leasestore.MaxSinkID)}
 	}
-	return leasestore.Settlement{Sent: r.Sent, RetryIn: Duration(r.RetryInMS), Error: r.Error}, nil
+	return leasestore.Settlement{Sent: r.Sent, RetryIn: Duration(r.RetryInMS), Error: r.Error, SentTo: r.SentTo}, nil
 }
