@@ -277,6 +277,9 @@ func (c *Checker) Check(ctx context.Context, job string, token int64) error {
 // slot once it reaches the checker, and leaves the other slots' alone.
 // The checker takes slot on trust (docs/fencing.md, "Several slots").
 func (c *Checker) CheckSlot(ctx context.Context, job string, slot int, token int64) error {
+	if err := c.validSlot(slot); err != nil {
+		return err
+	}
 	_, err := c.check(ctx, job, slot, token)
 	return err
 }
@@ -299,6 +302,9 @@ func (c *Checker) Admit(ctx context.Context, job string, token int64) (done func
 // does: the writes of one slot are ordered as Admit orders a job's, and
 // the writes of different slots run side by side.
 func (c *Checker) AdmitSlot(ctx context.Context, job string, slot int, token int64) (done func(), err error) {
+	if err := c.validSlot(slot); err != nil {
+		return nil, err
+	}
 	return c.admit(ctx, job, slot, token)
 }
 
@@ -368,10 +374,6 @@ func (c *Checker) check(ctx context.Context, job string, slot int, token int64) 
 	if token <= 0 {
 		c.count().failed.Add(1)
 		return nil, fmt.Errorf("%w: fencing token %d: tokens are positive", ErrInvalid, token)
-	}
-	if slot < noSlot || slot >= leasestore.MaxSlots {
-		c.count().failed.Add(1)
-		return nil, fmt.Errorf("%w: slot %d: slots are counted from 0 and a job has at most %d", ErrInvalid, slot, leasestore.MaxSlots)
 	}
 	now := c.clock.Now()
 	e, err := c.entry(ctx, job, now)

@@ -62,15 +62,17 @@ func (c *Checker) Middleware(next http.Handler) http.Handler {
 				Message: "the " + HeaderJob + " header must name the job and " + HeaderToken + " carry its fencing token, a decimal integer"})
 			return
 		}
-		slot := noSlot
-		if h := r.Header.Get(HeaderSlot); h != "" {
-			if slot, err = strconv.Atoi(h); err != nil || slot < 0 {
-				writeRefusal(w, http.StatusBadRequest, Refusal{Error: "bad_request", Job: job, Token: token,
-					Message: "the " + HeaderSlot + " header, when given, must carry the run's slot, a decimal integer from 0"})
-				return
-			}
+		var done func()
+		slot := 0
+		if h := r.Header.Get(HeaderSlot); h == "" {
+			done, err = c.Admit(r.Context(), job, token)
+		} else if slot, err = strconv.Atoi(h); err != nil {
+			writeRefusal(w, http.StatusBadRequest, Refusal{Error: "bad_request", Job: job, Token: token,
+				Message: "the " + HeaderSlot + " header, when given, must carry the run's slot, a decimal integer from 0"})
+			return
+		} else {
+			done, err = c.AdmitSlot(r.Context(), job, slot, token)
 		}
-		done, err := c.admit(r.Context(), job, slot, token)
 		var stale *StaleError
 		switch {
 		case err == nil:
@@ -80,14 +82,14 @@ func (c *Checker) Middleware(next http.Handler) http.Handler {
 			writeRefusal(w, http.StatusConflict, Refusal{Error: "stale_token", Message: err.Error(), Job: job, Token: token, Slot: stale.Slot,
 				NewestToken: stale.Newest, Live: stale.Live})
 		case errors.Is(err, ErrInvalid):
-			writeRefusal(w, http.StatusBadRequest, Refusal{Error: "bad_request", Message: err.Error(), Job: job, Token: token, Slot: max(slot, 0)})
+			writeRefusal(w, http.StatusBadRequest, Refusal{Error: "bad_request", Message: err.Error(), Job: job, Token: token, Slot: slot})
 		default:
 			msg := "the fencing token could not be checked: the lease store did not answer"
 			if !errors.Is(err, leasestore.ErrUnavailable) {
 				msg = "the fencing token could not be checked: " + err.Error()
 			}
 			w.Header().Set("Retry-After", "1")
-			writeRefusal(w, http.StatusServiceUnavailable, Refusal{Error: "unavailable", Message: msg, Job: job, Token: token, Slot: max(slot, 0)})
+			writeRefusal(w, http.StatusServiceUnavailable, Refusal{Error: "unavailable", Message: msg, Job: job, Token: token, Slot: slot})
 		}
 	})
 }

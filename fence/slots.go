@@ -1,10 +1,24 @@
 package fence
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/leasectl/leasectl/leasestore"
+)
 
 // noSlot is the slot of the checks that name none (Check, Admit): slot 0,
 // and one mark for the job until it is checked with a slot.
 const noSlot = -1
+
+// validSlot returns an ErrInvalid for a slot no job has.
+func (c *Checker) validSlot(slot int) error {
+	if slot < 0 || slot >= leasestore.MaxSlots {
+		c.count().failed.Add(1)
+		return fmt.Errorf("%w: slot %d: slots are counted from 0 and a job has at most %d", ErrInvalid, slot, leasestore.MaxSlots)
+	}
+	return nil
+}
 
 // mark is a high-water mark: of a job, or of one of its slots.
 type mark struct {
