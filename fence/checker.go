@@ -384,15 +384,16 @@ func (c *Checker) check(ctx context.Context, job string, slot int, token int64) 
 	if at := c.since(now); at-e.lastUsed.Load() >= int64(lastUsedGrain) {
 		e.lastUsed.Store(at)
 	}
-	if slot >= len(e.memo.Load().slots) {
-		e.grow(slot)
-	}
 	m := e.memo.Load()
+	if slot >= len(m.slots) {
+		e.grow(slot)
+		m = e.memo.Load()
+	}
 	decided, err := c.fromMemory(m, job, slot, token, now)
 	switch {
 	case !decided:
 		err = c.ask(ctx, e, slot, token)
-	case err == nil && token > m.mark(slot).high:
+	case err == nil && m.slots != nil && token > m.mark(slot).high:
 		// Accepted from the feed's newest token, above its slot's mark.
 		e.raise(slot, token)
 	}

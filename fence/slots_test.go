@@ -78,6 +78,15 @@ func TestSlotsFencedApartOnRealStores(t *testing.T) {
 				for _, l := range []*leasestore.Lease{runs[0], runs[2]} {
 					acceptIn(t, c, "job", l.Slot, l.Token)
 				}
+				if p == WriteThrough {
+					// The feed tells the newest token only: the other live
+					// runs are asked about at every check.
+					older := storeChecks(c, func() { acceptIn(t, c, "job", 0, runs[0].Token) })
+					newest := storeChecks(c, func() { acceptIn(t, c, "job", 1, next.Token) })
+					if older != 1 || newest != 0 {
+						t.Errorf("store checks: %d for an older live run, %d for the newest; want 1 and 0", older, newest)
+					}
+				}
 				// Admitted writes of different slots run side by side: the
 				// newest token's admission does not wait for the others'.
 				var dones []func()
