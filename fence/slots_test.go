@@ -100,6 +100,19 @@ func TestSlotsFencedApartOnRealStores(t *testing.T) {
 				for _, done := range dones {
 					done()
 				}
+				// A run that ended is refused by the store, and from then on
+				// from memory; bounded staleness accepts it until its
+				// confirmation expires, the pattern's bound.
+				storetest.Release(t, holder, runs[0], leasestore.ResultCompleted)
+				settle(t, p, checked)
+				if p != BoundedStaleness {
+					if se := refuseIn(t, c, "job", 0, runs[0].Token); !se.FromStore {
+						t.Errorf("StaleError %+v, want the store's refusal of an ended run", se)
+					}
+					if se := refuseIn(t, c, "job", 0, runs[0].Token); se.FromStore {
+						t.Errorf("StaleError %+v, want a refusal from memory of a run known to have ended", se)
+					}
+				}
 			})
 		}
 	}
