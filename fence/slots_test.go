@@ -185,3 +185,19 @@ func TestMiddlewareReadsTheSlot(t *testing.T) {
 		}
 	}
 }
+
+// A writer that names the wrong slot for its live token raises that slot's
+// mark, so the slot's real run, with a lower token, is refused; it cannot
+// have a token accepted that the store refuses, in any slot it names.
+func TestWrongSlotDeniesButDoesNotAdmit(t *testing.T) {
+	checked, runs := threeRuns(t)
+	c, _ := checker(t, checked, Options{})
+	acceptIn(t, c, "job", 0, runs[2].Token)
+	if se := refuseIn(t, c, "job", 0, runs[0].Token); se.Newest != runs[2].Token {
+		t.Errorf("StaleError %+v, want slot 0's real run refused below %d", se, runs[2].Token)
+	}
+	acceptIn(t, c, "job", 1, runs[1].Token)
+	if se := refuseIn(t, c, "job", 2, runs[2].Token+1000); !se.FromStore {
+		t.Errorf("StaleError %+v, want the store's refusal of a token never granted", se)
+	}
+}
