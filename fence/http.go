@@ -30,7 +30,9 @@ type Refusal struct {
 	Message string `json:"message"`
 	Job     string `json:"job,omitempty"`
 	Token   int64  `json:"token,omitempty"`
-	Slot    int    `json:"slot,omitempty"`
+	// Slot is the slot the token was checked in: the Leasectl-Slot
+	// header's, 0 (left out) without one.
+	Slot int `json:"slot,omitempty"`
 	// NewestToken is the highest token known for the job (stale_token
 	// only); Live is whether its run was live as last learned.
 	NewestToken int64 `json:"newest_token,omitempty"`
