@@ -5,12 +5,13 @@ import (
 )
 
 // BenchmarkCheckFromMemory times a check the cached patterns answer from
-// memory, on one goroutine and on all, with the system clock; store-checks
-// reports how many asked the (fake) store, which should be none or a few.
+// memory, on one goroutine and on all, and in a slot (CheckSlot, a job
+// fenced per slot), with the system clock; store-checks reports how many
+// asked the (fake) store, which should be none or a few.
 func BenchmarkCheckFromMemory(b *testing.B) {
 	for _, p := range []Pattern{BoundedStaleness, WriteThrough} {
 		s := newFakeStore()
-		token := s.grant("job")
+		token, slotted := s.grant("job"), s.grant("slotted")
 		c, err := New(s, Options{Pattern: p})
 		if err != nil {
 			b.Fatal(err)
@@ -34,6 +35,15 @@ func BenchmarkCheckFromMemory(b *testing.B) {
 					}
 				}
 			})
+			b.ReportMetric(float64(c.Stats().StoreChecks-before), "store-checks")
+		})
+		b.Run(p.String()+"/slot", func(b *testing.B) {
+			before := c.Stats().StoreChecks
+			for b.Loop() {
+				if err := c.CheckSlot(b.Context(), "slotted", 0, slotted); err != nil {
+					b.Fatal(err)
+				}
+			}
 			b.ReportMetric(float64(c.Stats().StoreChecks-before), "store-checks")
 		})
 		_ = c.Close()

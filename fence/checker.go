@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -146,26 +147,24 @@ type entry struct {
 	watching bool      // a WatchTokens call is under way
 	triedAt  time.Time // when the last WatchTokens call started
 
-	// Admit: writes admitted and not done yet, all with activeToken;
-	// drained is closed when the last is done.
-	active      int
-	activeToken int64
-	drained     chan struct{}
+	// Admit: the writes admitted and not done yet, per slot (index 0 also
+	// for the checks that name no slot); made on a slot's first Admit.
+	admits []*admission
 
 	evicted bool // forgotten to make room
 }
 
 // memo is what the checks of a job decide on.
 type memo struct {
-	// high is the highest token learned for the job: accepted, reported by
-	// the store or by the feed. No token below it is ever accepted.
-	high     int64
-	highLive bool
-
-	// BoundedStaleness: the token the store last confirmed, and when the
-	// request that confirmed it was sent.
-	confirmed   int64
-	confirmedAt time.Time
+	// job is the job's mark: its high is the highest token learned for the
+	// job, accepted, reported by the store or by the feed. Until the job is
+	// checked with a slot it is the only mark, and no token below it is
+	// ever accepted.
+	job mark
+	// slots are the marks per slot once the job is checked with a slot
+	// (CheckSlot, AdmitSlot), nil before: each is raised only by tokens
+	// accepted in its slot, and job then only tells the job's newest token.
+	slots []mark
 
 	// WriteThrough: what the feed reported; feedOK once a read came since
 	// the watch started or was lost.
@@ -180,7 +179,7 @@ const lastUsedGrain = time.Millisecond
 
 // newEntry returns the entry of a job checked for the first time at now.
 func (c *Checker) newEntry(job string, now time.Time) *entry {
-	e := &entry{job: job, drained: make(chan struct{})}
+	e := &entry{job: job}
 	e.lastUsed.Store(c.since(now))
 	e.memo.Store(&memo{})
 	return e
@@ -189,6 +188,7 @@ func (c *Checker) newEntry(job string, now time.Time) *entry {
 // publish makes the current state what checks read; e.mu is held.
 func (e *entry) publish() {
 	m := e.state
+	m.slots = slices.Clone(m.slots)
 	e.memo.Store(&m)
 }
 
@@ -263,8 +263,24 @@ func (c *Checker) validate() error {
 // retry. ctx bounds the store's answer, when one is needed.
 //
 // Check does not hold anything for the write that follows; Admit does.
+// It checks in slot 0 and, for a job never checked with a slot, keeps one
+// mark for the job: with several slots, see CheckSlot.
 func (c *Checker) Check(ctx context.Context, job string, token int64) error {
-	_, err := c.check(ctx, job, token)
+	_, err := c.check(ctx, job, noSlot, token)
+	return err
+}
+
+// CheckSlot is Check for a token of the given slot of a job of several
+// slots (`run --slots`, LEASECTL_SLOT): the job then keeps a mark per slot,
+// and a token is refused when it is below the highest accepted in its slot,
+// not in the job. A newer grant of a slot ends the older tokens of that
+// slot once it reaches the checker, and leaves the other slots' alone.
+// The checker takes slot on trust (docs/fencing.md, "Several slots").
+func (c *Checker) CheckSlot(ctx context.Context, job string, slot int, token int64) error {
+	if err := c.validSlot(slot); err != nil {
+		return err
+	}
+	_, err := c.check(ctx, job, slot, token)
 	return err
 }
 
@@ -275,8 +291,26 @@ func (c *Checker) Check(ctx context.Context, job string, token int64) error {
 // token, within this process; the check and the write are one step. done
 // must be called once the write is finished, also when it failed; calling it
 // again does nothing.
+//
+// Like Check, it admits in slot 0; AdmitSlot admits in a slot of a job of
+// several slots.
 func (c *Checker) Admit(ctx context.Context, job string, token int64) (done func(), err error) {
-	e, err := c.check(ctx, job, token)
+	return c.admit(ctx, job, noSlot, token)
+}
+
+// AdmitSlot is Admit for a token of the given slot, checked as CheckSlot
+// does: the writes of one slot are ordered as Admit orders a job's, and
+// the writes of different slots run side by side.
+func (c *Checker) AdmitSlot(ctx context.Context, job string, slot int, token int64) (done func(), err error) {
+	if err := c.validSlot(slot); err != nil {
+		return nil, err
+	}
+	return c.admit(ctx, job, slot, token)
+}
+
+// admit is Admit in slot.
+func (c *Checker) admit(ctx context.Context, job string, slot int, token int64) (done func(), err error) {
+	e, err := c.check(ctx, job, slot, token)
 	if err != nil {
 		return nil, err
 	}
@@ -286,13 +320,14 @@ func (c *Checker) Admit(ctx context.Context, job string, token int64) (done func
 		// job's new entry, which later checks will find.
 		e.mu.Unlock()
 		c.count().accepted.Add(^uint64(0))
-		if e, err = c.check(ctx, job, token); err != nil {
+		if e, err = c.check(ctx, job, slot, token); err != nil {
 			return nil, err
 		}
 		e.mu.Lock()
 	}
-	for e.active > 0 && e.activeToken < token {
-		drained, older := e.drained, e.activeToken
+	a := e.admission(slot)
+	for a.active > 0 && a.token < token {
+		drained, older := a.drained, a.token
 		e.mu.Unlock()
 		select {
 		case <-drained:
@@ -305,33 +340,33 @@ func (c *Checker) Admit(ctx context.Context, job string, token int64) (done func
 		}
 		e.mu.Lock()
 	}
-	if token < e.state.high {
-		err := &StaleError{Job: job, Token: token, Newest: e.state.high, Live: e.state.highLive}
+	if k := e.state.mark(slot); token < k.high {
+		err := &StaleError{Job: job, Slot: max(slot, 0), Token: token, Newest: k.high, Live: k.highLive}
 		e.mu.Unlock()
 		n := c.count()
 		n.accepted.Add(^uint64(0))
 		n.stale.Add(1)
 		return nil, err
 	}
-	e.active++
-	e.activeToken = token
+	a.active++
+	a.token = token
 	e.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			e.active--
-			if e.active == 0 {
-				close(e.drained)
-				e.drained = make(chan struct{})
+			a.active--
+			if a.active == 0 {
+				close(a.drained)
+				a.drained = make(chan struct{})
 			}
 		})
 	}, nil
 }
 
-// check decides about token and returns job's entry.
-func (c *Checker) check(ctx context.Context, job string, token int64) (*entry, error) {
+// check decides about token in slot and returns job's entry.
+func (c *Checker) check(ctx context.Context, job string, slot int, token int64) (*entry, error) {
 	if err := leasestore.ValidateJobID(job); err != nil {
 		c.count().failed.Add(1)
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -349,9 +384,18 @@ func (c *Checker) check(ctx context.Context, job string, token int64) (*entry, e
 	if at := c.since(now); at-e.lastUsed.Load() >= int64(lastUsedGrain) {
 		e.lastUsed.Store(at)
 	}
-	decided, err := c.fromMemory(e.memo.Load(), job, token, now)
-	if !decided {
-		err = c.ask(ctx, e, token)
+	m := e.memo.Load()
+	if slot >= len(m.slots) {
+		e.grow(slot)
+		m = e.memo.Load()
+	}
+	decided, err := c.fromMemory(m, job, slot, token, now)
+	switch {
+	case !decided:
+		err = c.ask(ctx, e, slot, token)
+	case err == nil && m.slots != nil && token > m.mark(slot).high:
+		// Accepted from the feed's newest token, above its slot's mark.
+		e.raise(slot, token)
 	}
 	var se *StaleError
 	n := c.count()
@@ -367,30 +411,33 @@ func (c *Checker) check(ctx context.Context, job string, token int64) (*entry, e
 }
 
 // fromMemory answers from m, what the checker knows of job, when it may.
-func (c *Checker) fromMemory(m *memo, job string, token int64, now time.Time) (decided bool, err error) {
-	if token < m.high || token == m.high && !m.highLive {
+func (c *Checker) fromMemory(m *memo, job string, slot int, token int64, now time.Time) (decided bool, err error) {
+	k := m.mark(slot)
+	if token < k.high || token == k.high && !k.highLive {
 		// Below the mark; or the mark's own run has ended, which no run
 		// comes back from (a renewal after the liveness expired is refused).
-		return true, &StaleError{Job: job, Token: token, Newest: m.high, Live: m.highLive}
+		return true, &StaleError{Job: job, Slot: max(slot, 0), Token: token, Newest: k.high, Live: k.highLive}
 	}
 	switch c.pattern {
 	case BoundedStaleness:
-		if token == m.confirmed && now.Sub(m.confirmedAt) < c.maxStale {
+		if token == k.confirmed && now.Sub(k.confirmedAt) < c.maxStale {
 			return true, nil
 		}
 	case WriteThrough:
+		// The feed tells the job's newest token, in whichever slot: the
+		// other live runs of a job of several slots are asked about.
 		if m.feedOK && token == m.feedToken && c.since(now)-c.syncedAt.Load() < int64(c.maxLag) {
 			if m.feedLive {
 				return true, nil
 			}
-			return true, &StaleError{Job: job, Token: token, Newest: m.high, Live: m.high > token && m.highLive}
+			return true, &StaleError{Job: job, Slot: max(slot, 0), Token: token, Newest: m.job.high, Live: m.job.high > token && m.job.highLive}
 		}
 	}
 	return false, nil
 }
 
 // ask asks the store about token and learns from the answer.
-func (c *Checker) ask(ctx context.Context, e *entry, token int64) error {
+func (c *Checker) ask(ctx context.Context, e *entry, slot int, token int64) error {
 	sent := c.clock.Now()
 	c.count().storeChecks.Add(1)
 	err := c.store.CheckToken(ctx, e.job, token)
@@ -398,40 +445,38 @@ func (c *Checker) ask(ctx context.Context, e *entry, token int64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := &e.state
+	k := st.mark(slot)
 	switch {
 	case err == nil:
-		if token < st.high {
+		if token < k.high {
 			// A newer token was learned while the store answered.
-			return &StaleError{Job: e.job, Token: token, Newest: st.high, Live: st.highLive}
+			return &StaleError{Job: e.job, Slot: max(slot, 0), Token: token, Newest: k.high, Live: k.highLive}
 		}
-		st.learn(token, true)
-		if sent.After(e.deniedAt) && (token > st.confirmed || sent.After(st.confirmedAt)) {
-			st.confirmed, st.confirmedAt = token, sent
+		st.job.learn(token, true)
+		k.learn(token, true)
+		if sent.After(e.deniedAt) && (token > k.confirmed || sent.After(k.confirmedAt)) {
+			k.confirmed, k.confirmedAt = token, sent
 		}
 		e.publish()
 		return nil
 	case errors.As(err, &se):
-		st.learn(se.Current, se.Live)
+		// The store's current token is the job's, of no known slot: it
+		// raises the job's mark, and ends the slot marks it names.
+		st.job.learn(se.Current, se.Live)
+		st.ended(token)
+		if !se.Live {
+			st.ended(se.Current)
+		}
 		if sent.After(e.deniedAt) {
 			e.deniedAt = sent
 		}
-		if st.confirmed == token {
-			st.confirmedAt = time.Time{}
+		if k.confirmed == token {
+			k.confirmedAt = time.Time{}
 		}
 		e.publish()
-		return &StaleError{Job: e.job, Token: token, Newest: st.high, Live: st.highLive, FromStore: true}
+		return &StaleError{Job: e.job, Slot: max(slot, 0), Token: token, Newest: st.job.high, Live: st.job.highLive, FromStore: true}
 	default:
 		return fmt.Errorf("fence: check token %d of job %q: %w", token, e.job, err)
-	}
-}
-
-// learn raises the high-water mark to token, a token the store granted.
-func (m *memo) learn(token int64, live bool) {
-	switch {
-	case token > m.high:
-		m.high, m.highLive = token, live
-	case token == m.high && !live:
-		m.highLive = false
 	}
 }
 

@@ -77,6 +77,23 @@
 // feed, or later): an older one's grant reaches the checker only when its
 // holder writes through it, or at the run's release.
 //
+// Several slots: a job run with `leasectl run --slots N` has up to N live
+// runs, each with its own token from the job's one rising sequence and its
+// slot in LEASECTL_SLOT. Check and Admit keep one mark per job, so of those
+// they admit only the newest run. CheckSlot and AdmitSlot (and Middleware,
+// given the Leasectl-Slot header) keep a mark per slot from the job's first
+// check with a slot on: every rule above then holds per slot, where "a newer
+// token" means one accepted in the same slot, and the writes of different
+// slots are not ordered against each other. The store's refusals and its
+// token feed name the job's newest token but not its slot, so they raise no
+// slot's mark; and WriteThrough answers from memory only for the job's
+// newest token: the checks of its other live runs ask the store, as
+// Authoritative does. The slot is taken on trust: the store confirms that a
+// token is live, not which slot it holds. A wrong slot cannot get a token
+// accepted that the store refuses, but it can raise the named slot's mark
+// above that slot's real run, which is then refused, and it escapes the
+// ordering of its real slot (docs/fencing.md, "Several slots").
+//
 // A token from the future: after the store lost the job's data, its next
 // grant is still higher than every token before (a token is never below the
 // store's clock in µs), so every pattern checks it with the store, accepts

@@ -20,11 +20,15 @@ var (
 // StaleError is returned for a token that may not be used. It matches
 // ErrStale with errors.Is.
 type StaleError struct {
-	Job   string
+	Job string
+	// Slot is the slot the token was checked in: 0 for Check and Admit.
+	Slot  int
 	Token int64
 	// Newest is the highest token the checker knows for the job: the one
 	// the store reported, or a higher one it accepted or learned before
 	// (it never forgets a higher token: Kleppmann's rule). 0 when none.
+	// For a job checked per slot, a refusal from memory names the slot's
+	// mark, and one from the store the job's newest token.
 	Newest int64
 	// Live is whether Newest's run was live as last learned.
 	Live bool

@@ -9,11 +9,15 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 )
 
-// The request headers Middleware reads: the job ID and the token, as `leasectl
-// run` gives them to the child in LEASECTL_JOB_ID and LEASECTL_FENCING_TOKEN.
+// The request headers Middleware reads: the job ID, the token and the slot,
+// as `leasectl run` gives them to the child in LEASECTL_JOB_ID,
+// LEASECTL_FENCING_TOKEN and LEASECTL_SLOT. The slot is optional: a request
+// without it is admitted in slot 0 (Admit), one with it in its slot
+// (AdmitSlot), which a job of several slots needs.
 const (
 	HeaderJob   = "Leasectl-Job-Id"
 	HeaderToken = "Leasectl-Fencing-Token"
+	HeaderSlot  = "Leasectl-Slot"
 )
 
 // Refusal is the JSON body of every response Middleware writes instead of
@@ -26,6 +30,9 @@ type Refusal struct {
 	Message string `json:"message"`
 	Job     string `json:"job,omitempty"`
 	Token   int64  `json:"token,omitempty"`
+	// Slot is the slot the token was checked in: the Leasectl-Slot
+	// header's, 0 (left out) without one.
+	Slot int `json:"slot,omitempty"`
 	// NewestToken is the highest token known for the job (stale_token
 	// only); Live is whether its run was live as last learned.
 	NewestToken int64 `json:"newest_token,omitempty"`
@@ -57,24 +64,34 @@ func (c *Checker) Middleware(next http.Handler) http.Handler {
 				Message: "the " + HeaderJob + " header must name the job and " + HeaderToken + " carry its fencing token, a decimal integer"})
 			return
 		}
-		done, err := c.Admit(r.Context(), job, token)
+		var done func()
+		slot := 0
+		if h := r.Header.Get(HeaderSlot); h == "" {
+			done, err = c.Admit(r.Context(), job, token)
+		} else if slot, err = strconv.Atoi(h); err != nil {
+			writeRefusal(w, http.StatusBadRequest, Refusal{Error: "bad_request", Job: job, Token: token,
+				Message: "the " + HeaderSlot + " header, when given, must carry the run's slot, a decimal integer from 0"})
+			return
+		} else {
+			done, err = c.AdmitSlot(r.Context(), job, slot, token)
+		}
 		var stale *StaleError
 		switch {
 		case err == nil:
 			defer done()
 			next.ServeHTTP(w, r)
 		case errors.As(err, &stale):
-			writeRefusal(w, http.StatusConflict, Refusal{Error: "stale_token", Message: err.Error(), Job: job, Token: token,
+			writeRefusal(w, http.StatusConflict, Refusal{Error: "stale_token", Message: err.Error(), Job: job, Token: token, Slot: stale.Slot,
 				NewestToken: stale.Newest, Live: stale.Live})
 		case errors.Is(err, ErrInvalid):
-			writeRefusal(w, http.StatusBadRequest, Refusal{Error: "bad_request", Message: err.Error(), Job: job, Token: token})
+			writeRefusal(w, http.StatusBadRequest, Refusal{Error: "bad_request", Message: err.Error(), Job: job, Token: token, Slot: slot})
 		default:
 			msg := "the fencing token could not be checked: the lease store did not answer"
 			if !errors.Is(err, leasestore.ErrUnavailable) {
 				msg = "the fencing token could not be checked: " + err.Error()
 			}
 			w.Header().Set("Retry-After", "1")
-			writeRefusal(w, http.StatusServiceUnavailable, Refusal{Error: "unavailable", Message: msg, Job: job, Token: token})
+			writeRefusal(w, http.StatusServiceUnavailable, Refusal{Error: "unavailable", Message: msg, Job: job, Token: token, Slot: slot})
 		}
 	})
 }

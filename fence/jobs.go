@@ -68,7 +68,7 @@ func (c *Checker) evict() []leasestore.TokenWatch {
 			break
 		}
 		u.e.mu.Lock()
-		busy := u.e.active > 0 || u.e.watching
+		busy := u.e.busy() || u.e.watching
 		if !busy {
 			u.e.evicted = true
 			if u.e.watch != nil {

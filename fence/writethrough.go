@@ -32,7 +32,10 @@ func (e *entry) apply(st leasestore.TokenState) {
 		// An end never turns back into a grant.
 		m.feedLive = false
 	}
-	m.learn(st.Token, st.Live)
+	m.job.learn(st.Token, st.Live)
+	if !st.Live {
+		m.ended(st.Token)
+	}
 }
 
 // startWatch starts e's watch unless it runs, is starting, or failed less

@@ -7,9 +7,11 @@
 //
 //	fence-service serve --store redis://localhost:6379 --dir /srv/reports --addr 127.0.0.1:8080
 //
-// Write from inside a run; put sends the run's job and token
-// (LEASECTL_JOB_ID, LEASECTL_FENCING_TOKEN) with the report and exits 0 when
-// it was written, 1 when it was refused as stale, 2 on any other failure:
+// Write from inside a run; put sends the run's job, token and slot
+// (LEASECTL_JOB_ID, LEASECTL_FENCING_TOKEN, LEASECTL_SLOT, so that the runs
+// of a job of several slots are fenced each in its slot) with the report
+// and exits 0 when it was written, 1 when it was refused as stale, 2 on any
+// other failure:
 //
 //	leasectl run --job nightly -- sh -c './build-report | fence-service put http://127.0.0.1:8080/reports/nightly'
 package main
@@ -150,7 +152,7 @@ func reportWriter(dir string) http.Handler {
 	})
 }
 
-// put sends stdin to URL with the run's job and token.
+// put sends stdin to URL with the run's job, token and slot.
 func put(args []string) (int, error) {
 	if len(args) != 1 {
 		return exitFailed, errors.New("usage: fence-service put URL < report")
@@ -171,6 +173,9 @@ func put(args []string) (int, error) {
 	}
 	req.Header.Set(fence.HeaderJob, job)
 	req.Header.Set(fence.HeaderToken, token)
+	if slot := os.Getenv("LEASECTL_SLOT"); slot != "" {
+		req.Header.Set(fence.HeaderSlot, slot)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return exitFailed, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -110,13 +111,15 @@ func (f *tokenSource) Unfollow(job string) {
 }
 
 // Read reads job's state from its status in the registry's store: the
-// last token, live while the holder's lease is its.
+// last token, live while a live lease is its, in whichever slot (Holder is
+// only the lowest slot's of a job of several).
 func (f *tokenSource) Read(ctx context.Context, job string) (leasestore.TokenState, error) {
 	st, err := f.s.Status(ctx, job)
 	if err != nil {
 		return leasestore.TokenState{}, err
 	}
-	live := st.Holder != nil && st.Holder.Token == st.LastToken
+	live := st.Holder != nil && st.Holder.Token == st.LastToken ||
+		slices.ContainsFunc(st.Holders, func(h leasestore.Holder) bool { return h.Token == st.LastToken })
 	return leasestore.TokenState{Job: job, Token: st.LastToken, Live: live, Read: true}, nil
 }
 
