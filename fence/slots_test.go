@@ -49,9 +49,6 @@ func TestSlotsFencedApartOnRealStores(t *testing.T) {
 		for _, p := range patternsFor(t, kind) {
 			t.Run(kind.name+"/"+p.String(), func(t *testing.T) {
 				checked, holder, _ := kind.open(t)
-				if q, ok := holder.(leasestore.Queuer); !ok || q.MaxSlots() < 3 {
-					t.Skipf("the %s store grants no job three slots", kind.name)
-				}
 				c, _ := checker(t, checked, Options{Pattern: p})
 				runs := make([]*leasestore.Lease, 3)
 				for i, w := range []string{"a", "b", "c"} {
