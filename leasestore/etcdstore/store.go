@@ -38,6 +38,9 @@ const (
 // transition is one etcd transaction guarded by the mod revisions of the
 // keys it read; liveness and evidence are keys attached to etcd leases.
 type Store struct {
+	// book keeps the notices in keys of their own (notices.go): its
+	// methods are the Store's.
+	*book
 	c        *client
 	ns       string
 	addr     string // the endpoints, for messages

@@ -119,6 +119,7 @@ func Open(rawURL, namespace string) (*Store, error) {
 		password: password,
 	}
 	s.feed = newTokenSource(s)
+	s.book = &book{Shelf: (*noticeShelf)(s)}
 	return s, nil
 }
 

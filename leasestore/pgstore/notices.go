@@ -2,9 +2,7 @@ package pgstore
 
 import (
 	"context"
-	"time"
 
-	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/noticebook"
 )
 
@@ -13,27 +11,9 @@ import (
 // package rules: notices are not a hot path, and the rules stay written
 // once.
 
-func (s *Store) notices() *noticebook.Book { return &noticebook.Book{Shelf: (*noticeShelf)(s)} }
-
-// PutNotices records notices not yet kept; see leasestore.Notices.
-func (s *Store) PutNotices(ctx context.Context, notices []leasestore.Notice) error {
-	return s.notices().PutNotices(ctx, notices)
-}
-
-// ClaimNotices claims due notices for owner; see leasestore.Notices.
-func (s *Store) ClaimNotices(ctx context.Context, owner string, limit int, hold time.Duration) ([]leasestore.Notice, error) {
-	return s.notices().ClaimNotices(ctx, owner, limit, hold)
-}
-
-// SettleNotice ends owner's claim on a notice; see leasestore.Notices.
-func (s *Store) SettleNotice(ctx context.Context, key, owner string, st leasestore.Settlement) error {
-	return s.notices().SettleNotice(ctx, key, owner, st)
-}
-
-// ListNotices returns the kept notices; see leasestore.Notices.
-func (s *Store) ListNotices(ctx context.Context) ([]leasestore.Notice, error) {
-	return s.notices().ListNotices(ctx)
-}
+// book is noticebook's Book, embedded in Store unexported: its methods
+// are the Store's (leasestore.Notices).
+type book = noticebook.Book
 
 // noticeShelf is the Store's notices table.
 type noticeShelf Store

@@ -33,6 +33,9 @@ const (
 // only way leasectl changes them, each operation one function call and so
 // one transaction. Waiters are woken with LISTEN/NOTIFY.
 type Store struct {
+	// book keeps the notices in the notices table (notices.go): its
+	// methods are the Store's.
+	*book
 	cfg      *pgconn.Config
 	ns       string
 	addr     string // for messages

@@ -70,6 +70,7 @@ func Open(rawURL, namespace string) (*Store, error) {
 		idle:      make(chan *pgconn.PgConn, poolSize),
 		slots:     make(chan struct{}, poolSize),
 	}
+	s.book = &book{Shelf: (*noticeShelf)(s)}
 	if strings.HasPrefix(cfg.Host, "/") {
 		s.addr = cfg.Host
 	} else {

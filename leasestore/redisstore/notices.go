@@ -5,12 +5,9 @@ import (
 	_ "embed"
 	"errors"
 	"sync"
-	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/noticebook"
+	"github.com/redis/go-redis/v9"
 )
 
 // Notices are one hash, <ns>:{notices}, notice key -> JSON record, in one
@@ -23,27 +20,9 @@ var luaNoticeSwap string
 
 var scriptNoticeSwap = sync.OnceValue(func() *redis.Script { return redis.NewScript(luaNoticeSwap) })
 
-func (s *Store) notices() *noticebook.Book { return &noticebook.Book{Shelf: (*noticeShelf)(s)} }
-
-// PutNotices records notices not yet kept; see leasestore.Notices.
-func (s *Store) PutNotices(ctx context.Context, notices []leasestore.Notice) error {
-	return s.notices().PutNotices(ctx, notices)
-}
-
-// ClaimNotices claims due notices for owner; see leasestore.Notices.
-func (s *Store) ClaimNotices(ctx context.Context, owner string, limit int, hold time.Duration) ([]leasestore.Notice, error) {
-	return s.notices().ClaimNotices(ctx, owner, limit, hold)
-}
-
-// SettleNotice ends owner's claim on a notice; see leasestore.Notices.
-func (s *Store) SettleNotice(ctx context.Context, key, owner string, st leasestore.Settlement) error {
-	return s.notices().SettleNotice(ctx, key, owner, st)
-}
-
-// ListNotices returns the kept notices; see leasestore.Notices.
-func (s *Store) ListNotices(ctx context.Context) ([]leasestore.Notice, error) {
-	return s.notices().ListNotices(ctx)
-}
+// book is noticebook's Book, embedded in Store unexported: its methods
+// are the Store's (leasestore.Notices).
+type book = noticebook.Book
 
 // noticeShelf is the Store's notices hash.
 type noticeShelf Store

@@ -44,6 +44,9 @@ const (
 // failover client or a Cluster client, since every script touches the keys
 // of one slot.
 type Store struct {
+	// book keeps the notices in the notices hash (notices.go): its
+	// methods are the Store's.
+	*book
 	rdb     redis.UniversalClient
 	ns      string
 	addr    string   // for error messages; empty when unknown
@@ -75,6 +78,7 @@ var _ leasestore.Store = (*Store)(nil)
 func New(rdb redis.UniversalClient, namespace string) *Store {
 	silenceLogs.Do(func() { redis.SetLogger(discardLogger{}) })
 	s := &Store{rdb: rdb, ns: namespace}
+	s.book = &book{Shelf: (*noticeShelf)(s)}
 	s.copies = failover.NewCopies(s, "gave up on the copies of its acquire sent while the primary was silent")
 	return s
 }
