@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -63,9 +64,21 @@ func TestMinReplicasGrantsOnlyWhatReplicasHave(t *testing.T) {
 	}
 	// The grant nobody will run was released as not started, not left to
 	// hold the job and count as a crash.
-	st := storetest.Status(t, openRedis(t, primary.URL, "ns"), "other")
-	if st.State != leasestore.StateIdle || st.LastOutcome == nil || st.LastOutcome.Result != leasestore.ResultNotStarted {
-		t.Errorf("after an unreplicated grant: state %s, last outcome %+v; want IDLE, not-started", st.State, st.LastOutcome)
+	plain := openRedis(t, primary.URL, "ns")
+	undone := fmt.Sprintf("the grant did not reach min_replicas=%d replica(s)", 1)
+	if st := storetest.Status(t, plain, "other"); st.LastOutcome == nil || st.LastOutcome.Result != leasestore.ResultNotStarted || st.LastOutcome.Reason != undone {
+		t.Errorf("after an unreplicated grant: last outcome %+v; want not-started, %q", st.LastOutcome, undone)
+	}
+	// A copy of the acquire, sent while the WAIT went unanswered, may land
+	// after that release and grant the holder again; the caller, told the
+	// store is unavailable, gives up on its grants, as a supervisor does,
+	// and nothing of the request is left holding the job.
+	if _, err := plain.RecordLate(redisCall(t, storetest.HangGuard), leasestore.LateOutcome{Job: "other", Holder: "w2",
+		Outcome: leasestore.Outcome{Result: leasestore.ResultNotStarted, ExitCode: -1, Reason: "gave up"}}); err != nil {
+		t.Fatal(err)
+	}
+	if st := storetest.Status(t, plain, "other"); st.State != leasestore.StateIdle {
+		t.Errorf("after the caller gave up on an unreplicated grant: state %s, want IDLE", st.State)
 	}
 }
 
