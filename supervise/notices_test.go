@@ -16,7 +16,10 @@ import (
 // fakeNotices keeps the notices a supervisor records; with gate set, a
 // put waits for it to close.
 type fakeNotices struct {
+	// gate, when set, holds every put until it is closed; entered, when
+	// set, receives a value as each put reaches it.
 	gate     chan struct{}
+	entered  chan struct{}
 	mu       sync.Mutex
 	put      []leasestore.Notice
 	deadline time.Time // of the last put's context
@@ -27,6 +30,9 @@ func (f *fakeNotices) PutNotices(ctx context.Context, notices []leasestore.Notic
 	f.deadline, _ = ctx.Deadline()
 	f.mu.Unlock()
 	if f.gate != nil {
+		if f.entered != nil {
+			f.entered <- struct{}{}
+		}
 		<-f.gate
 	}
 	f.mu.Lock()
@@ -113,7 +119,7 @@ func TestRecoveredCrashIsRecordedAsANotice(t *testing.T) {
 // the run waits for it before it returns, so it is not lost.
 func TestRecoveredCrashDoesNotDelayTheStart(t *testing.T) {
 	h := newHarness(t, nil)
-	h.notices.gate = make(chan struct{})
+	h.notices.gate, h.notices.entered = make(chan struct{}), make(chan struct{}, 1)
 	h.store.queue(func(req leasestore.AcquireRequest) (*leasestore.Lease, error) {
 		l := h.store.grantNow(req, 12)
 		l.Recovered = &leasestore.Crash{Job: "nightly", Holder: "w0", Host: "h0", Token: 11, Crashes: 1, DetectedAt: h.clock.Now()}
@@ -124,6 +130,7 @@ func TestRecoveredCrashDoesNotDelayTheStart(t *testing.T) {
 	if got := h.notices.recorded(); len(got) != 0 {
 		t.Fatalf("recorded %+v while the store held the put", got)
 	}
+	<-h.notices.entered // the put, in the background, may reach the store after the start
 	if left := h.notices.deadlineLeft(); left <= 0 || left > testSafety {
 		t.Errorf("the put had %s left, want a deadline within --safety %s", left, testSafety)
 	}
