@@ -66,19 +66,7 @@ const (
 // serve's CPU and resident memory meanwhile; and renewals back to back
 // through serve by registryFlooders of them (requests a second, p50, p99).
 func (b *bench) registryFigures() error {
-	dir := filepath.Join(b.tmp, "registry")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return err
-	}
-	certs, err := testcert.Generate(dir)
-	if err != nil {
-		return err
-	}
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("worker "+registryToken+"\n"), 0o600); err != nil {
-		return err
-	}
-	srv, url, err := b.startServe(b.redis.URL+"?pool_size="+strconv.Itoa(registryPool), certs, tokens)
+	srv, url, certs, err := b.startServe("registry", b.redis.URL+"?pool_size="+strconv.Itoa(registryPool))
 	if err != nil {
 		return err
 	}
@@ -173,16 +161,30 @@ func (b *bench) registryFigures() error {
 }
 
 // startServe starts `leasectl serve` in front of the store at store ("":
-// the embedded store) and returns it with its URL, once it serves.
-func (b *bench) startServe(store string, certs testcert.Files, tokens string) (*exec.Cmd, string, error) {
+// the embedded store), with its certificates and a worker's token
+// (registryToken) in a folder of b.tmp named name, and returns it with its
+// URL, once it serves, and the certificates its clients trust.
+func (b *bench) startServe(name, store string) (*exec.Cmd, string, testcert.Files, error) {
+	dir := filepath.Join(b.tmp, name)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, "", testcert.Files{}, err
+	}
+	certs, err := testcert.Generate(dir)
+	if err != nil {
+		return nil, "", testcert.Files{}, err
+	}
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("worker "+registryToken+"\n"), 0o600); err != nil {
+		return nil, "", testcert.Files{}, err
+	}
 	cmd := b.leasectlAt(store, "--namespace", registryNamespace, "--log-level", "info", "serve",
 		"--listen", "127.0.0.1:0", "--tokens", tokens, "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--rate-limit", "0")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return nil, "", err
+		return nil, "", testcert.Files{}, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, "", err
+		return nil, "", testcert.Files{}, err
 	}
 	found := make(chan string, 1)
 	go func() {
@@ -200,11 +202,11 @@ func (b *bench) startServe(store string, certs testcert.Files, tokens string) (*
 	}()
 	select {
 	case url := <-found:
-		return cmd, url, nil
+		return cmd, url, certs, nil
 	case <-time.After(eventTimeout):
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		return nil, "", fmt.Errorf("leasectl serve did not start within %s", eventTimeout)
+		return nil, "", testcert.Files{}, fmt.Errorf("leasectl serve did not start within %s", eventTimeout)
 	}
 }
 

@@ -5,14 +5,12 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 
 	"github.com/leasectl/leasectl/internal/pgtest"
-	"github.com/leasectl/leasectl/internal/testcert"
 )
 
 // The figures of slots and of FIFO waiting (issue 24). The quick run takes
@@ -73,20 +71,7 @@ func (b *bench) slotsStoreFigures() error {
 // registryFIFO runs fifoFigures through a `leasectl serve` in front of an
 // embedded store of its own.
 func (b *bench) registryFIFO() error {
-	dir := filepath.Join(b.tmp, "registry-fifo")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return err
-	}
-	backing := "file://" + filepath.Join(dir, "store")
-	certs, err := testcert.Generate(dir)
-	if err != nil {
-		return err
-	}
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("worker "+registryToken+"\n"), 0o600); err != nil {
-		return err
-	}
-	srv, url, err := b.startServe(backing, certs, tokens)
+	srv, url, certs, err := b.startServe("registry-fifo", "file://"+filepath.Join(b.tmp, "registry-fifo", "store"))
 	if err != nil {
 		return err
 	}

@@ -128,6 +128,23 @@ func startRedis(t *testing.T) *redistest.Server {
 	return srv
 }
 
+// newProxiedRedisHarness runs job against a redis-server of its own,
+// reached through a fault proxy.
+func newProxiedRedisHarness(t *testing.T, job string) (*harness, *redistest.Server, *faultproxy.Proxy) {
+	t.Helper()
+	srv := startRedis(t)
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := faultproxy.Start(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return newHarness(t, job, "redis://"+p.Addr()+u.Path), srv, p
+}
+
 // newHarness runs job against the store at url.
 func newHarness(t *testing.T, job, url string) *harness {
 	t.Helper()
@@ -707,17 +724,7 @@ func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
 // may ever be alive at once, tokens rise with every holder, and no run whose
 // worker did not die stays counted as a crash (false_crashes=0).
 func TestChaos(t *testing.T) {
-	srv := startRedis(t)
-	u, err := url.Parse(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := faultproxy.Start(u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	h := newHarness(t, "chaos", "redis://"+p.Addr()+u.Path)
+	h, srv, p := newProxiedRedisHarness(t, "chaos")
 	// Stopped supervisors come twice as often as the rest: only the watchdog
 	// stands between a frozen supervisor's child and the next holder.
 	h.chaos(duration(t), []fault{killSupervisor, stopSupervisor, stopSupervisor, killChild, killWaiter,

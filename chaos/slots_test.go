@@ -3,7 +3,6 @@ package chaos
 import (
 	"maps"
 	"math/rand/v2"
-	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
@@ -62,17 +61,8 @@ var slotsModes = []slotsMode{
 		return h, []fault{dropReplies(p), blackhole(p)}
 	}},
 	{"redis", time.Second + 200*time.Millisecond, func(t *testing.T) (*harness, []fault) {
-		srv := startRedis(t)
-		u, err := url.Parse(srv.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := faultproxy.Start(u.Host)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		return newHarness(t, "chaos-slots", "redis://"+p.Addr()+u.Path), []fault{freezeRedis(srv), dropReplies(p)}
+		h, srv, p := newProxiedRedisHarness(t, "chaos-slots")
+		return h, []fault{freezeRedis(srv), dropReplies(p)}
 	}},
 	// A restart of PostgreSQL takes a second or two on a loaded machine.
 	{"postgres", 3 * time.Second, func(t *testing.T) (*harness, []fault) {

@@ -144,10 +144,7 @@ func TestMigrationFromVersion1(t *testing.T) {
 				t.Errorf("job %s after the migration:\n%+v\nwant as version 1 had it, its ends of runs with their outcome:\n%+v", job, st, &was)
 			}
 		}
-		if rows, err := srv.Query("SELECT version FROM " + schema + ".meta"); err != nil || len(rows) != 1 ||
-			rows[0][0] != itoa(schemaVersion) {
-			t.Errorf("meta: %q, %v; want one row at version %d", rows, err, schemaVersion)
-		}
+		wantCurrentSchema(t, srv, v1Namespace)
 
 		// Version 1's acquire and renew are gone (they would grant by its
 		// rules), and its other functions are this version's, which refuse

@@ -113,6 +113,16 @@ func migrated(t testing.TB, srv *pgtest.Server, namespace string) {
 
 func itoa(n int) string { return fmt.Sprint(n) }
 
+// wantCurrentSchema checks that namespace's meta table on srv holds one
+// row, at this leasectl's schema version.
+func wantCurrentSchema(t *testing.T, srv *pgtest.Server, namespace string) {
+	t.Helper()
+	rows, err := srv.Query("SELECT version FROM " + quoteIdent(namespace) + ".meta")
+	if err != nil || len(rows) != 1 || rows[0][0] != itoa(schemaVersion) {
+		t.Errorf("meta: %q, %v; want one row at version %d", rows, err, schemaVersion)
+	}
+}
+
 // rawConn runs sql at rawURL on a connection of its own, failing the test
 // on an error.
 func rawConn(t testing.TB, rawURL, sql string) {

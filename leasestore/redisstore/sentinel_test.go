@@ -52,20 +52,15 @@ func TestSentinelConformance(t *testing.T) {
 	storetest.Run(t, sentinelHarness{topo})
 }
 
-// TestSentinelPromotedReplicaMissedTheGrant promotes a replica that never
-// saw the last grant: the job's record on the new primary is older, and the
-// next token must still be above the lost one (the clock floor).
-func TestSentinelPromotedReplicaMissedTheGrant(t *testing.T) {
-	topo := startSentinel(t, redistest.SentinelOptions{})
-	ns := freshNamespace()
-	s := openRedis(t, topo.URL(), ns)
-	storetest.Release(t, s, storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL)), leasestore.ResultCompleted)
+// cutReplicasOff lets both replicas catch up with s's primary, then cuts
+// them off: they cannot log in again once the primary wants a password
+// they do not have. The store's own connection is logged in already, so
+// what it writes next reaches the primary alone.
+func cutReplicasOff(t *testing.T, s *Store) {
+	t.Helper()
 	if _, err := s.rdb.Do(storetest.Ctx(t), "WAIT", 2, 5000).Result(); err != nil {
 		t.Fatal(err)
 	}
-	// Cut the replicas off: they cannot log in again once the primary
-	// wants a password they do not have. The store's own connection is
-	// logged in already.
 	_, err := s.rdb.Pipelined(storetest.Ctx(t), func(p redis.Pipeliner) error {
 		p.ConfigSet(storetest.Ctx(t), "requirepass", "cut-the-replicas-off")
 		p.Do(storetest.Ctx(t), "CLIENT", "KILL", "TYPE", "replica")
@@ -74,6 +69,17 @@ func TestSentinelPromotedReplicaMissedTheGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSentinelPromotedReplicaMissedTheGrant promotes a replica that never
+// saw the last grant: the job's record on the new primary is older, and the
+// next token must still be above the lost one (the clock floor).
+func TestSentinelPromotedReplicaMissedTheGrant(t *testing.T) {
+	topo := startSentinel(t, redistest.SentinelOptions{})
+	ns := freshNamespace()
+	s := openRedis(t, topo.URL(), ns)
+	storetest.Release(t, s, storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL)), leasestore.ResultCompleted)
+	cutReplicasOff(t, s)
 	lost := storetest.Acquire(t, s, storetest.Request("job", "w2", storetest.LongTTL))
 	primary, err := topo.Primary()
 	if err != nil {

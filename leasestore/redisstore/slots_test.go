@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/leasectl/leasectl/internal/redistest"
 	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/storetest"
@@ -129,19 +127,8 @@ func TestSentinelQueueOrderAfterAFailover(t *testing.T) {
 			t.Fatalf("%s was granted the job a holds", w)
 		}
 	}
-	if _, err := s.rdb.Do(storetest.Ctx(t), "WAIT", 2, 5000).Result(); err != nil {
-		t.Fatal(err)
-	}
-	// Cut the replicas off, as TestSentinelPromotedReplicaMissedTheGrant
-	// does: e's joining reaches the old primary alone.
-	_, err := s.rdb.Pipelined(storetest.Ctx(t), func(p redis.Pipeliner) error {
-		p.ConfigSet(storetest.Ctx(t), "requirepass", "cut-the-replicas-off")
-		p.Do(storetest.Ctx(t), "CLIENT", "KILL", "TYPE", "replica")
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// e's joining reaches the old primary alone.
+	cutReplicasOff(t, s)
 	if _, err := s.Acquire(storetest.Ctx(t), waiting("e")); err == nil {
 		t.Fatal("e was granted the job a holds")
 	}
