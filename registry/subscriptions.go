@@ -102,7 +102,7 @@ func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte
 	h.mu.Unlock()
 
 	if !ok {
-		sub, err := h.store.Subscribe(ctx, job)
+		sub, err := h.store.Subscribe(ctx, job, "")
 		h.mu.Lock()
 		w.sub, w.err = sub, err
 		close(w.ready)

@@ -89,7 +89,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			// reply lost): like each ask, it is bounded by --safety.
 			sctx, cancel := context.WithTimeout(ctx, cfg.Safety)
 			var err error
-			sub, err = s.Store.Subscribe(sctx, cfg.Job)
+			sub, err = s.Store.Subscribe(sctx, cfg.Job, cfg.WorkerID)
 			cancel()
 			if err == nil {
 				released = sub.Released()

@@ -37,7 +37,7 @@ const watchConfirmBound = time.Second
 // revision is delivered. A stream that breaks is opened again from
 // the revision after the last one it reported, so nothing in between is
 // lost (unlike pub/sub), and the waiter is woken once in case it was.
-func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
+func (s *Store) Subscribe(ctx context.Context, job, _ string) (leasestore.Subscription, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	sub := &subscription{s: s, job: job, released: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	created := make(chan error, 1)

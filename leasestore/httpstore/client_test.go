@@ -285,7 +285,7 @@ func TestSubscriptionAcrossARegistryRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sub, err := s.Subscribe(storetest.Ctx(t), "job")
+	sub, err := s.Subscribe(storetest.Ctx(t), "job", "")
 	if err != nil {
 		t.Fatal(err)
 	}

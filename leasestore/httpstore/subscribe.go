@@ -31,7 +31,7 @@ const (
 // place there (the registry's store subscription included), so that no
 // later release is missed; see leasestore.Store. A goroutine then waits
 // for releases with long-polls until Close.
-func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
+func (s *Store) Subscribe(ctx context.Context, job, _ string) (leasestore.Subscription, error) {
 	id, err := s.subscribe(ctx, job)
 	if err != nil {
 		return nil, err

@@ -107,7 +107,11 @@ var mutants = map[string]mutant{
 	"scan-counts-live-slots": {"ScanCountsEachSlot", &libSQL,
 		"CASE WHEN p_token IS NULL THEN r.live_until <= p_now", "CASE WHEN p_token IS NULL THEN true"},
 	"refusal-keeps-the-waiter": {"FollowsTheRules", &libSQL,
-		"  DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;\n  SELECT p_answer", "  SELECT p_answer"},
+		"  DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;\n  IF FOUND THEN", "  IF false THEN"},
+	"release-wakes-no-waiter": {"WakeInTurn", &releaseSQL, "  PERFORM @schema@._wake_waiters(p_job, v_now);\n", ""},
+	"leave-wakes-no-waiter":   {"WakeInTurn", &leaveSQL, "    PERFORM @schema@._wake_waiters(p_job, v_now);\n", ""},
+	"wakes-every-waiter": {"WakeInTurn", &libSQL,
+		"q.live_until > p_now ORDER BY q.seq\n    LIMIT greatest(", "q.live_until > p_now ORDER BY q.seq\n    OFFSET 0 * greatest("},
 }
 
 // modelRuns is how many random sequences the model-based rule,

@@ -14,10 +14,12 @@ import (
 )
 
 // Release notifications travel by LISTEN/NOTIFY: the functions that free a
-// job (release, a counted crash, unquarantine) call pg_notify on the job's
-// channel, which PostgreSQL delivers when their transaction commits, to
-// every session listening on it then. A subscription is one connection of
-// its own, listening on one channel.
+// job (release, a counted crash, unquarantine, a waiter leaving) call
+// pg_notify on the job's channel, and on the channel of each waiter whose
+// turn it is (lib.sql, _wake_waiters), which PostgreSQL delivers when their
+// transaction commits, to every session listening on it then. A
+// subscription is one connection of its own, listening on one channel: its
+// waiter's, so that a release does not wake the waiters behind the first.
 //
 // Delivery is best effort. Notifications sent while the subscription's
 // connection is down are lost, so after it reconnects it wakes its waiter
@@ -38,17 +40,33 @@ const (
 // channel is job's LISTEN/NOTIFY channel in namespace: an identifier of
 // PostgreSQL's length, as lib.sql's _channel makes it.
 func channel(namespace, job string) string {
-	sum := md5.Sum([]byte(namespace + "\n" + job))
+	return hashedChannel(namespace + "\n" + job)
+}
+
+// waiterChannel is the channel of waiter of job in namespace, as lib.sql's
+// _waiter_channel makes it.
+func waiterChannel(namespace, job, waiter string) string {
+	return hashedChannel(namespace + "\n" + job + "\n" + waiter)
+}
+
+// hashedChannel is the channel named by the MD5 of name.
+func hashedChannel(name string) string {
+	sum := md5.Sum([]byte(name))
 	return "leasectl_" + hex.EncodeToString(sum[:])
 }
 
-// Subscribe starts delivering job's release notifications. It returns once
-// the server confirmed the LISTEN, so that every release committed after it
-// is delivered. ctx bounds only this call.
-func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
+// Subscribe starts delivering job's notifications to waiter (with waiter
+// "", every notification of the job). It returns once the server confirmed
+// the LISTEN, so that every one committed after it is delivered. ctx
+// bounds only this call.
+func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.Subscription, error) {
+	ch := channel(s.ns, job)
+	if waiter != "" {
+		ch = waiterChannel(s.ns, job, waiter)
+	}
 	sub := &subscription{released: make(chan struct{}, 1)}
 	l, err := s.listen(ctx, &listener{
-		listen:   "LISTEN " + quoteIdent(channel(s.ns, job)),
+		listen:   "LISTEN " + quoteIdent(ch),
 		notified: func(*pgconn.Notification) { sub.wake() },
 		// What was sent while the connection was down is lost: the waiter
 		// looks for itself.

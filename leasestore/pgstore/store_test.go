@@ -77,7 +77,7 @@ func (h harness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true}
+	return storetest.Abilities{CommonHistoryWords: true, WakesInTurn: true}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{testPG.Get(t)}) }

@@ -436,10 +436,20 @@ func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error
 	return list, nil
 }
 
-// Subscribe starts delivering job's release notifications; it returns once
-// Redis confirmed the subscription, so no later release is missed.
-func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
-	ps := s.rdb.Subscribe(ctx, s.channel(job))
+// Subscribe starts delivering job's notifications to waiter; it returns
+// once Redis confirmed the subscription, so no later one is missed. A
+// waiter listens on a channel of its own, which the scripts publish on
+// only when its turn may have come (lua/runs.lua, wake_waiters): a release
+// does not wake the waiters behind it. With waiter "", the job's channel.
+func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.Subscription, error) {
+	if err := noNUL(waiter); err != nil {
+		return nil, err
+	}
+	channel := s.channel(job)
+	if waiter != "" {
+		channel = s.waiterChannel(job, waiter)
+	}
+	ps := s.rdb.Subscribe(ctx, channel)
 	if _, err := ps.Receive(ctx); err != nil {
 		ps.Close()
 		return nil, s.unavailable("subscribe", err)

@@ -132,6 +132,7 @@ BEGIN
     WHERE job = p_job;
     v_detail := v_detail || '; the quarantine it led to is lifted';
     PERFORM pg_notify(@schema@._channel(p_job), '');
+    PERFORM @schema@._wake_waiters(p_job, v_now);
   END IF;
   v_seq := v_seq + 1;
   INSERT INTO @schema@.history (job, seq, at, kind, worker, token, result, detail)

@@ -1,7 +1,7 @@
 -- leave: take a waiter out of the job's queue when it gives up waiting
 -- (docs/semantics.md, Leave; package rules, Leave). When it
--- leaves while a slot is free, the waiters are woken ('w'): the slot may
--- now be the next one's.
+-- leaves while a slot is free, the job's channel says so ('w') and the
+-- waiters whose turn it now is are woken: the slot may be theirs.
 -- KEYS: evidence, record, history, index, quarantine set, known jobs, due index, slots index.
 -- ARGV: shard prefix, job, holder.
 -- Returns 1 when the holder was in the queue, else 0.
@@ -18,6 +18,7 @@ if left then
   end
   if live < slots_of(k) then
     redis.call('PUBLISH', k.n, 'w')
+    wake_waiters(k, job, now)
   end
 end
 prune(k, queue_of(k), now)

@@ -1,6 +1,7 @@
 
 -- A job's queue of waiters (semantics.md#slots-and-the-queue; package
--- rules, queue.go): scripts.go prepends this file after runs.lua. The
+-- rules, queue.go): scripts.go prepends this file after lib.lua, before
+-- runs.lua. The
 -- queue is the list <p><job>:q, oldest first; each waiter is packed as
 -- worker, host, pid, since (us), until (us), joined by NUL. A waiter whose
 -- until passed has lapsed, and is dropped by the next acquire or leave.

@@ -120,6 +120,7 @@ if withdrawn == 1 then
     event(k, now, 'u', 'leasectl', '', 'by leasectl: the crash of token ' .. run_token ..
       ' that led to it was withdrawn: its outcome arrived late')
     redis.call('PUBLISH', k.n, 'u')
+    wake_waiters(k, job, now)
     lifted = 1
     detail = detail .. '; the quarantine it led to is lifted'
   end
