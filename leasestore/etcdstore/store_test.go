@@ -62,7 +62,7 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{MinTTL: minTTL, CommonHistoryWords: true, CoarseExpiry: true}
+	return storetest.Abilities{MinTTL: minTTL, CommonHistoryWords: true, CoarseExpiry: true, WakesInTurn: true}
 }
 
 func TestConformance(t *testing.T) {

@@ -78,6 +78,22 @@ func Leave(r *Record, holder string, now time.Time) Step {
 	return s
 }
 
+// Turn is the waiters whose turn it is at now: the first of the queue that
+// have not lapsed, as many as slots are free. A store that wakes waiters in
+// their turn wakes these on a Step's Wake; those behind them could not be
+// granted a slot (Acquire), so a wake-up would only cost them a refusal.
+func (r *Record) Turn(now time.Time) []string {
+	free := r.slots() - len(r.LiveRuns(now))
+	var turn []string
+	for _, w := range r.waiting(now) {
+		if len(turn) >= free {
+			break
+		}
+		turn = append(turn, w.Worker)
+	}
+	return turn
+}
+
 // waiting is what Status shows of the queue at now: the waiters that have
 // not lapsed, oldest first.
 func (r *Record) waiting(now time.Time) []leasestore.Waiter {
