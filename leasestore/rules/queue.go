@@ -38,8 +38,8 @@ func (r *Record) ahead(holder string) int {
 // wait puts req's holder in the queue at now, at the tail, or, once its
 // place has at most half its TTL left, keeps it alive for another TTL, and
 // returns its position, from 1. With more left its place stands as it is:
-// a release wakes every waiter, and each asking again would otherwise be a
-// write of the job's record, one per waiter per release.
+// every waiter asks once per heartbeat, and each ask would otherwise be a
+// write of the job's record, one per waiter per heartbeat.
 func (r *Record) wait(req leasestore.AcquireRequest, now time.Time) int {
 	until := expiry(now, req.TTL)
 	if i := r.ahead(req.Holder); i < len(r.Queue) {

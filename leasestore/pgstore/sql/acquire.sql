@@ -131,8 +131,8 @@ BEGIN
   IF v_slots - v_live <= v_ahead THEN
     IF p_wait THEN
       -- It joins the queue at its tail, or keeps its place alive once at
-      -- most half its TTL is left (a release wakes every waiter, and each
-      -- would otherwise write).
+      -- most half its TTL is left (every waiter asks once per heartbeat,
+      -- and each ask would otherwise write).
       v_position := v_ahead + 1;
       IF v_seq IS NULL THEN
         INSERT INTO @schema@.queue (job, worker, host, pid, since, live_until)

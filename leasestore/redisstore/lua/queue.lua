@@ -53,8 +53,8 @@ end
 
 -- wait puts holder in the queue q at now, at the tail, or, once its place
 -- has at most half its ttl (ms) left, keeps it alive for another ttl, and
--- returns its position, from 1 (rules, wait: a release wakes every waiter,
--- and each asking again would otherwise be a write).
+-- returns its position, from 1 (rules, wait: every waiter asks once per
+-- heartbeat, and each ask would otherwise be a write).
 local function wait(k, q, holder, host, pid, ttl, now)
   local until_ = now + ttl * 1000
   local i = ahead(q, holder)
