@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -60,13 +61,13 @@ func hashedChannel(name string) string {
 // the LISTEN, so that every one committed after it is delivered. ctx
 // bounds only this call.
 func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.Subscription, error) {
-	ch := channel(s.ns, job)
+	listen := "LISTEN " + quoteIdent(channel(s.ns, job))
 	if waiter != "" {
-		ch = waiterChannel(s.ns, job, waiter)
+		listen = s.listenInTurn(job, waiter)
 	}
 	sub := &subscription{released: make(chan struct{}, 1)}
 	l, err := s.listen(ctx, &listener{
-		listen:   "LISTEN " + quoteIdent(ch),
+		listen:   listen,
 		notified: func(*pgconn.Notification) { sub.wake() },
 		// What was sent while the connection was down is lost: the waiter
 		// looks for itself.
@@ -81,6 +82,18 @@ func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.S
 	}
 	sub.l = l
 	return sub, nil
+}
+
+// listenInTurn is the statement that listens for waiter's turn: on its own
+// channel where the schema's functions wake waiters in their turn (lib.sql,
+// _wake_waiters), else, on a schema whose functions a leasectl older than
+// that installed (they are replaced at the next migration), on the job's
+// channel, which they notify. One statement, run on every connection, so
+// that the choice costs no round trip.
+func (s *Store) listenInTurn(job, waiter string) string {
+	wake := quoteLiteral(quoteIdent(schemaName(s.ns)) + "._wake_waiters(text,timestamptz)")
+	return fmt.Sprintf("DO $leasectl$ BEGIN IF to_regprocedure(%s) IS NOT NULL THEN LISTEN %s; ELSE LISTEN %s; END IF; END $leasectl$",
+		wake, quoteIdent(waiterChannel(s.ns, job, waiter)), quoteIdent(channel(s.ns, job)))
 }
 
 // subscription turns the notifications of one channel into coalesced
