@@ -97,7 +97,11 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step, at time
 	r.Turn = nil
 	if step.Wake {
 		r.Wakes++
-		r.Turn = rec.Turn(at)
+		turn := rec.Turn(at)
+		if turn == nil {
+			turn = []string{}
+		}
+		r.Turn = &turn
 	}
 	var ops []requestOp
 	for _, ss := range st.slots {

@@ -37,3 +37,35 @@ func TestEtcdWaiterWokenByAnExpiry(t *testing.T) {
 	}
 	storetest.Acquire(t, s, waiter)
 }
+
+// A record whose wake-ups moved wakes the waiters its turn names; one
+// written by a leasectl older than the turn names none, and wakes every
+// waiter, as that leasectl's waiters expect.
+func TestEtcdRecordWakesTheWaitersItsTurnNames(t *testing.T) {
+	for _, tc := range []struct {
+		name, record string
+		woken        bool
+	}{
+		{"in its turn", `{"wakes":2,"turn":["b"]}`, true},
+		{"behind", `{"wakes":2,"turn":["a"]}`, false},
+		{"nobody's turn", `{"wakes":2,"turn":[]}`, false},
+		{"an older leasectl's", `{"wakes":2}`, true},
+		{"no wake-up", `{"wakes":1,"turn":["b"]}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &subscription{waiter: "b", released: make(chan struct{}, 1)}
+			w.event(watchEvent{Type: "PUT", KV: keyValue{Value: []byte(tc.record), ModRevision: 7},
+				PrevKV: &keyValue{Value: []byte(`{"wakes":1,"turn":["b"]}`)}})
+			select {
+			case <-w.released:
+				if !tc.woken {
+					t.Error("woken")
+				}
+			default:
+				if tc.woken {
+					t.Error("not woken")
+				}
+			}
+		})
+	}
+}

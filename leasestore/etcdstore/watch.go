@@ -195,7 +195,7 @@ func (w *subscription) event(e watchEvent) {
 		if prev.Wakes == now.Wakes {
 			return // a waiter joining the queue, a grant: nobody's turn came
 		}
-		if w.waiter == "" || slices.Contains(now.Turn, w.waiter) {
+		if w.waiter == "" || now.Turn == nil || slices.Contains(*now.Turn, w.waiter) {
 			w.wake()
 		}
 		w.mu.Lock()
@@ -225,10 +225,11 @@ func (w *subscription) event(e watchEvent) {
 }
 
 // wakesOf reads the count of wake-ups of a record and the waiters whose
-// turn it was at the last (nil kv: none).
+// turn it was at the last (nil kv: none; a nil Turn: written by a
+// leasectl older than it, which wakes every waiter).
 func wakesOf(kv *keyValue) (r struct {
-	Wakes int64    `json:"wakes"`
-	Turn  []string `json:"turn"`
+	Wakes int64     `json:"wakes"`
+	Turn  *[]string `json:"turn"`
 }) {
 	if kv != nil {
 		_ = json.Unmarshal(kv.Value, &r)
