@@ -48,6 +48,7 @@ type hub struct {
 	jobs   map[string]*jobWatch
 	subs   map[string]*subscription
 	held   admission // of subs
+	made   uint64    // subscriptions made so far
 	closed bool
 }
 
@@ -73,6 +74,15 @@ type subscription struct {
 	pending chan struct{}
 	waiting int // waits in progress
 	seen    time.Time
+	seq     uint64 // the order it was made in, in the hub
+}
+
+// notify keeps a release for s, coalescing with one not yet collected.
+func (s *subscription) notify() {
+	select {
+	case s.pending <- struct{}{}:
+	default:
+	}
 }
 
 func newHub(store leasestore.Store, clk clock.Clock) *hub {
@@ -100,7 +110,8 @@ func (h *hub) subscribe(ctx context.Context, job, waiter string, owner [sha256.S
 		w = &jobWatch{job: job, ready: make(chan struct{}), waiters: map[*subscription]struct{}{}, stop: make(chan struct{})}
 		h.jobs[job] = w
 	}
-	s := &subscription{id: newID(), job: job, waiter: waiter, w: w, owner: owner, pending: make(chan struct{}, 1), seen: h.clock.Now()}
+	h.made++
+	s := &subscription{id: newID(), job: job, waiter: waiter, w: w, owner: owner, pending: make(chan struct{}, 1), seen: h.clock.Now(), seq: h.made}
 	// Joined now, the subscription is notified by the store subscription
 	// as soon as that is in place.
 	w.waiters[s] = struct{}{}
@@ -145,40 +156,48 @@ func (h *hub) forward(w *jobWatch) {
 	}
 }
 
-// wake passes a notification of w's job to its subscriptions. While two or
-// more name their waiter, it asks the store whose turn it is, and passes it
-// only to those and to the subscriptions that name none: the others could
-// not be granted a slot, and their requests would only slow the first's
-// (docs/semantics.md, Slots and the queue). With one, or when the store
-// does not answer within turnTimeout, it passes it to every subscription.
+// wake passes a notification of w's job to its subscriptions: at once to
+// those that name no waiter and to the oldest that names one, whose waiter
+// is most likely the first in the queue (a waiter subscribes before it
+// joins it, and closes its subscription once granted). While two or more
+// name their waiter, it then asks the store whose turn it is, and passes
+// it to those too: the others could not be granted a slot, and their
+// requests would only slow the first's (docs/semantics.md, Slots and the
+// queue). When the store does not answer within turnTimeout, it passes it
+// to every subscription.
 func (h *hub) wake(w *jobWatch) {
 	h.mu.Lock()
+	var oldest *subscription
 	named := 0
 	for s := range w.waiters {
-		if s.waiter != "" {
-			named++
+		if s.waiter == "" {
+			s.notify()
+			continue
+		}
+		named++
+		if oldest == nil || s.seq < oldest.seq {
+			oldest = s
 		}
 	}
+	if oldest != nil {
+		oldest.notify()
+	}
 	h.mu.Unlock()
+	if named < 2 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+	st, err := h.store.Status(ctx, w.job)
+	cancel()
 	var turn []string
-	targeted := false
-	if named > 1 {
-		ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
-		st, err := h.store.Status(ctx, w.job)
-		cancel()
-		if err == nil {
-			turn, targeted = turnOf(st), true
-		}
+	if err == nil {
+		turn = turnOf(st)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range w.waiters {
-		if targeted && s.waiter != "" && !slices.Contains(turn, s.waiter) {
-			continue
-		}
-		select {
-		case s.pending <- struct{}{}:
-		default:
+		if err != nil || slices.Contains(turn, s.waiter) {
+			s.notify()
 		}
 	}
 }
