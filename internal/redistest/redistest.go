@@ -230,7 +230,7 @@ func (s *Server) Kill() error {
 // Freeze stops the server with SIGSTOP: connections stay open, nothing
 // answers, as with a network partition or a long pause.
 func (s *Server) Freeze() error {
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := testproc.Freeze(s.cmd.Process.Pid); err != nil {
 		return fmt.Errorf("redistest: freeze redis-server: %w", err)
 	}
 	return nil
