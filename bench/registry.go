@@ -174,7 +174,7 @@ func (b *bench) registryFigures() error {
 	line("registry_max_serve_cpu_us", per(used.serve), "us", "serve's CPU time a renewal back to back, over every round: steadier than the rate on a busy machine")
 	line("registry_max_redis_cpu_us", per(used.redis), "us", "Redis's")
 	line("registry_max_clients_cpu_us", per(used.clients), "us", "the bench's workers' (each its own TLS connection, as every run has)")
-	line("registry_max_ceiling_rps", 2e6/total, "req/s", fmt.Sprintf("the floor of the target: 2 idle cores at %.0f us of CPU a renewal (serve, Redis and the workers); 15,000/s needs at most 133", total))
+	line("registry_max_ceiling_rps", 2e6/total, "req/s", fmt.Sprintf("what 2 idle cores give at most at %.0f us of CPU a renewal (serve, Redis and the workers); 15,000/s needs at most 133", total))
 	return nil
 }
 
