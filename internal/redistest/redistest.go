@@ -202,6 +202,10 @@ func (s *Server) waitReady() error {
 	})
 }
 
+// PID is the process ID of the redis-server running now (a Restart
+// starts another).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Stop terminates the server (SIGTERM, then SIGKILL if it lingers) and
 // removes its folder. It thaws a frozen server first so SIGTERM is handled.
 func (s *Server) Stop() error {
