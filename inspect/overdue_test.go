@@ -16,7 +16,7 @@ import (
 var alice = leasestore.Note{By: "alice", Reason: "nightly"}
 
 // expect sets job's expectation on s, failing the test if it cannot.
-func expect(t *testing.T, s leasestore.Store, job string, every, grace time.Duration) {
+func expect(t *testing.T, s leasestore.Driver, job string, every, grace time.Duration) {
 	t.Helper()
 	if err := s.Expect(context.Background(), job, &leasestore.Expectation{Every: every, Grace: grace}, alice); err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func expect(t *testing.T, s leasestore.Store, job string, every, grace time.Dura
 }
 
 // complete runs job once to a success on s.
-func complete(t *testing.T, s leasestore.Store, job string) {
+func complete(t *testing.T, s leasestore.Driver, job string) {
 	t.Helper()
 	l := acquire(t, s, job, "w-"+job, time.Minute, 3)
 	if err := s.Release(context.Background(), l, leasestore.Outcome{Result: leasestore.ResultCompleted, Duration: 1500 * time.Millisecond}); err != nil {

@@ -14,7 +14,7 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
 
-func acquire(t *testing.T, s leasestore.Store, job, worker string, ttl time.Duration, maxCrashes int) *leasestore.Lease {
+func acquire(t *testing.T, s leasestore.Driver, job, worker string, ttl time.Duration, maxCrashes int) *leasestore.Lease {
 	t.Helper()
 	l, err := s.Acquire(context.Background(), leasestore.AcquireRequest{
 		Job: job, Holder: worker, Host: "host-a", PID: 4242, Command: []string{"./report.sh"},

@@ -324,7 +324,7 @@ func TestAccessLog(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	store := newFakeStore(t)
+	store := leasestore.New(newFakeStore(t))
 	for name, cfg := range map[string]Config{
 		"no store":           {Namespace: testNamespace, Tokens: testTokens(t)},
 		"no tokens":          {Store: store, Namespace: testNamespace},

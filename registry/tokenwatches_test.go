@@ -17,14 +17,14 @@ import (
 
 // feedStore is an embedded store, without the registry's fakeStore's
 // counting and faults.
-func feedStore(t *testing.T) leasestore.Store {
+func feedStore(t *testing.T) *leasestore.Store {
 	t.Helper()
 	s, err := filestore.Open(t.TempDir(), testNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return leasestore.New(s)
 }
 
 // watchTokens starts a token watch of job with token and returns its answer.
@@ -214,7 +214,7 @@ func TestTokenWatchesPerToken(t *testing.T) {
 // heldFeed is an embedded store whose feed heartbeats are counted and each
 // held until the test lets it end.
 type heldFeed struct {
-	leasestore.Store
+	leasestore.Driver
 	feed    leasestore.TokenFeed
 	entered chan struct{}
 	release chan struct{}
@@ -235,7 +235,7 @@ func (f *heldFeed) SyncTokens(ctx context.Context) error {
 // none is answered by a heartbeat that began before it arrived.
 func TestTokenSyncSharesTheStoreHeartbeat(t *testing.T) {
 	store := feedStore(t)
-	f := &heldFeed{Store: store, feed: store.(leasestore.TokenFeed), entered: make(chan struct{}, 8), release: make(chan struct{})}
+	f := &heldFeed{Driver: store, feed: store, entered: make(chan struct{}, 8), release: make(chan struct{})}
 	srv := newTestServer(t, f, nil)
 	w := watchTokens(t, srv, "j", readerToken)
 	sync := func() <-chan answer {

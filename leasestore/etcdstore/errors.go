@@ -23,7 +23,7 @@ var (
 // unavailable wraps a failure in an *UnavailableError whose one-line message
 // names the cause and never holds the password.
 func (s *Store) unavailable(op string, err error) error {
-	return &leasestore.UnavailableError{Op: op, Err: &storeError{msg: leasestore.Scrub(s.explain(err), s.password), err: err}}
+	return leasestore.Unavailable(op, s.explain(err), err, s.password)
 }
 
 // explain names the cause of a failure talking to etcd.
@@ -63,15 +63,5 @@ func (s *Store) explain(err error) string {
 		}
 		return fmt.Sprintf("lost the connection to etcd at %s: %v", s.addr, opErr.Err)
 	}
-	return fmt.Sprintf("etcd at %s: %s", s.addr, firstLine(err.Error()))
+	return fmt.Sprintf("etcd at %s: %s", s.addr, leasestore.FirstLine(err.Error()))
 }
-
-// storeError is a failure explained in one line; the original error stays
-// reachable for errors.Is and errors.As.
-type storeError struct {
-	msg string
-	err error
-}
-
-func (e *storeError) Error() string { return e.msg }
-func (e *storeError) Unwrap() error { return e.err }

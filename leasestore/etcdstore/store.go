@@ -34,7 +34,7 @@ const (
 	leaseLookups = 8
 )
 
-// Store is the leasestore.Store kept in etcd, shared by many hosts. Every
+// Store is the leasestore.Driver kept in etcd, shared by many hosts. Every
 // transition is one etcd transaction guarded by the mod revisions of the
 // keys it read; liveness and evidence are keys attached to etcd leases.
 type Store struct {
@@ -63,15 +63,7 @@ type heldRun struct {
 	live, evidence int64
 }
 
-var (
-	_ leasestore.Store      = (*Store)(nil)
-	_ leasestore.TTLLimiter = (*Store)(nil)
-)
-
-// TTLRange returns the lease TTLs the store honours: from etcd's default
-// minimum lease TTL (2 s) to its maximum. TTLs are rounded up to whole
-// seconds.
-func (s *Store) TTLRange() (min, max time.Duration) { return minTTL, maxTTL }
+var _ leasestore.Driver = (*Store)(nil)
 
 // Close stops the token watches and closes the idle connections;
 // Subscribe's watches close with their subscriptions.

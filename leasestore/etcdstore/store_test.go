@@ -56,7 +56,7 @@ type harness struct{ c *etcdtest.Cluster }
 func (h harness) NewStore(testing.TB) storetest.Fixture {
 	ns := freshNamespace()
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store { return openEtcd(t, h.c.URL(), ns) },
+		Open: func(t testing.TB) leasestore.Driver { return openEtcd(t, h.c.URL(), ns) },
 		Wipe: func(t testing.TB) { deletePrefix(t, h.c, ns) },
 	}
 }
@@ -192,7 +192,7 @@ func TestEtcdFrozenMemberReturnsAtDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Members[0].Thaw() })
-	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Store { return openEtcd(t, c.URL(), "ns") }, "etcd")
+	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Driver { return openEtcd(t, c.URL(), "ns") }, "etcd")
 }
 
 // TestEtcdRenewRefusedAfterTheKeysWereDeleted deletes a held job's keys by

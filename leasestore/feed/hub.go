@@ -77,9 +77,6 @@ type watch struct {
 // New returns the hub of src.
 func New(src Source) *Hub { return &Hub{src: src, jobs: map[string]*job{}} }
 
-// errClosed is the cause of a call on a closed hub.
-var errClosed = errors.New("the store is closed")
-
 // Watch starts following job for fn; see leasestore.TokenFeed.WatchTokens.
 func (h *Hub) Watch(ctx context.Context, name string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
 	j, err := h.lockJob(name)
@@ -121,7 +118,7 @@ func (h *Hub) lockJob(name string) (*job, error) {
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
-			return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: errClosed}
+			return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: leasestore.ErrClosed}
 		}
 		j := h.jobs[name]
 		if j == nil {

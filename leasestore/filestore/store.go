@@ -35,7 +35,7 @@ type Store struct {
 	feedClosed bool
 }
 
-var _ leasestore.Store = (*Store)(nil)
+var _ leasestore.Driver = (*Store)(nil)
 
 // Open opens the embedded store for namespace in dir, creating the
 // folder (0700) if needed. The files are created by the first operation
@@ -515,9 +515,9 @@ func (e *Store) CheckToken(ctx context.Context, job string, token int64) error {
 	})
 }
 
-// MaxSlots is leasestore.MaxSlots: the store keeps every run of a job in
-// its one record; see leasestore.Leaser.
-func (e *Store) MaxSlots() int { return leasestore.MaxSlots }
+// Limits are leasestore.MaxSlots slots and every positive TTL: the store
+// keeps every run of a job in its one record; see leasestore.Driver.
+func (e *Store) Limits() leasestore.Limits { return leasestore.Limits{MaxSlots: leasestore.MaxSlots} }
 
 // Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 func (e *Store) Leave(ctx context.Context, job, holder string) error {

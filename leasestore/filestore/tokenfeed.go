@@ -2,7 +2,6 @@ package filestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -63,7 +62,7 @@ func (e *Store) tokenSource() (*tokenSource, error) {
 	e.feedMu.Lock()
 	defer e.feedMu.Unlock()
 	if e.feedClosed {
-		return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: errors.New("the store is closed")}
+		return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: leasestore.ErrClosed}
 	}
 	if e.feed == nil {
 		w, err := fsnotify.NewWatcher()

@@ -260,7 +260,7 @@ func TestSubscriptionAcrossARegistryRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := registry.New(registry.Config{Store: backend, Namespace: "leasectl", Tokens: tokens, Log: zerolog.Nop()})
+		srv, err := registry.New(registry.Config{Store: leasestore.New(backend), Namespace: "leasectl", Tokens: tokens, Log: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)
 		}

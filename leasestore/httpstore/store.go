@@ -19,7 +19,7 @@ import (
 	"github.com/leasectl/leasectl/registry/api"
 )
 
-// Store is a leasestore.Store reached through a registry.
+// Store is a leasestore.Driver reached through a registry.
 type Store struct {
 	registries *failover.Endpoints // base URLs: scheme, host and path prefix
 	clocks     clocks              // the last clock reading of each registry
@@ -41,7 +41,7 @@ type Store struct {
 	feed   *tokenSource // token watches (tokenfeed.go)
 }
 
-var _ leasestore.Store = (*Store)(nil)
+var _ leasestore.Driver = (*Store)(nil)
 
 // AuthError is the registry's refusal of the caller's credentials (401)
 // or of its role (403). A 401 reaches callers wrapped in a
@@ -329,10 +329,11 @@ func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) erro
 		body: api.NoteRequest{JobID: job, By: note.By, Reason: note.Reason}, key: randomKey()}, nil)
 }
 
-// MaxSlots is leasestore.MaxSlots: the registry refuses more slots than the
-// store behind it grants (invalid_request, exit 64), which this client
-// cannot know before it asks; see leasestore.Leaser.
-func (s *Store) MaxSlots() int { return leasestore.MaxSlots }
+// Limits are leasestore.MaxSlots slots and every positive TTL: the
+// registry refuses more slots, or a TTL, that the store behind it does not
+// honour (invalid_request, exit 64), which this client cannot know before
+// it asks; see leasestore.Driver.
+func (s *Store) Limits() leasestore.Limits { return leasestore.Limits{MaxSlots: leasestore.MaxSlots} }
 
 // Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 func (s *Store) Leave(ctx context.Context, job, holder string) error {

@@ -32,9 +32,6 @@ var ErrNoTokenFeed = errors.New("the store behind the registry has no token feed
 // behind), the job's watches get a Lost state, and the registry's watch is
 // made again, with backoff, its first state a fresh read.
 func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	if err := leasestore.ValidateJobID(job); err != nil {
-		return nil, &leasestore.RequestError{Op: "watch tokens", Field: "job", Reason: err.Error()}
-	}
 	return s.feed.hub.Watch(ctx, job, fn)
 }
 

@@ -94,7 +94,7 @@ func (s *Store) tokenFeed(ctx context.Context) (*tokenFeed, error) {
 	s.feedMu.Lock()
 	defer s.feedMu.Unlock()
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, leasestore.ErrClosed
 	}
 	if s.feed != nil {
 		return s.feed, nil
@@ -176,7 +176,7 @@ func (f *tokenFeed) Follow(ctx context.Context, _ string) error {
 		switch {
 		case f.closed:
 			f.mu.Unlock()
-			return f.s.unavailable("watch tokens", errClosed)
+			return f.s.unavailable("watch tokens", leasestore.ErrClosed)
 		case f.listening && f.proven:
 			f.mu.Unlock()
 			return nil
@@ -204,7 +204,7 @@ func (f *tokenFeed) Unfollow(string) {}
 func (f *tokenFeed) awaitListening(ctx context.Context) error {
 	for !f.listening {
 		if f.closed {
-			return errClosed
+			return leasestore.ErrClosed
 		}
 		wait, down := f.changed, f.down()
 		f.mu.Unlock()

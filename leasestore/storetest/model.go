@@ -119,8 +119,8 @@ type lockstep struct {
 	rnd *rand.Rand
 	// operator is the client of the reaper and the on-call commands;
 	// workers[i] is worker i's.
-	operator leasestore.Store
-	workers  []leasestore.Store
+	operator leasestore.Driver
+	workers  []leasestore.Driver
 	// now is the model's clock.
 	now   time.Time
 	model map[string]*modelJob
@@ -199,7 +199,7 @@ func newLockstep(t *testing.T, h fixture, seed int64) *lockstep {
 	for _, job := range modelJobs {
 		ls.model[job] = &modelJob{rec: rules.Record{Job: job}}
 	}
-	ls.maxSlots = ls.operator.MaxSlots()
+	ls.maxSlots = ls.operator.Limits().MaxSlots
 	return ls
 }
 

@@ -1,0 +1,85 @@
+package leasestore
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// Driver is what a store package implements, as Go CDK's blob/driver.Bucket
+// is for blob: the operations of Leaser, Operator and TokenFeed on its
+// backend, its limits, and Close. The portable Store wraps a Driver and
+// does, once for every driver, what is not the backend's business: it
+// checks job IDs, TTLs and slots against Limits before any I/O, refuses
+// every call after Close, and gives callers one type to hold.
+//
+// A driver is given only valid requests and only before Close. Every
+// method is safe for concurrent use. ctx bounds the whole call, including
+// retries and connection set-up; a driver that cannot answer in time
+// returns an error for which errors.Is(err, ErrUnavailable) holds, made by
+// Unavailable so that its message is one line without secrets.
+//
+// The contract's types live in this package beside Driver, where Go CDK
+// keeps a second set in blob/driver: the portable Store passes the
+// requests and records through unchanged, so one vocabulary serves both
+// sides.
+type Driver interface {
+	Leaser
+	Operator
+	TokenFeed
+	// Limits are the requests the store can honour; the portable Store
+	// refuses others.
+	Limits() Limits
+	// Close releases the store's connections and files. The portable
+	// Store calls it once.
+	Close() error
+}
+
+// Limits are the lease TTLs and the slots a store honours.
+type Limits struct {
+	// MinTTL and MaxTTL bound the lease TTLs the store honours (etcd: whole
+	// seconds from its minimum lease TTL up); zero: no bound. Callers check
+	// a run's TTL against them before any I/O, so that a TTL the store
+	// would round or refuse is a usage error naming the limit.
+	MinTTL, MaxTTL time.Duration
+	// MaxSlots is the most slots the store grants a job
+	// (AcquireRequest.Slots): MaxSlots, or fewer on a store whose record
+	// of a job could not hold as many (etcd).
+	MaxSlots int
+}
+
+// Ranged reports whether the store bounds the lease TTLs it honours.
+func (l Limits) Ranged() bool { return l.MinTTL > 0 || l.MaxTTL > 0 }
+
+// Unavailable is the *UnavailableError of a driver's failure in op:
+// explained is the cause in an operator's words (its first line is kept,
+// and secrets are scrubbed from it); err stays reachable for errors.Is and
+// errors.As. An error that already holds an *UnavailableError is returned as it is.
+func Unavailable(op, explained string, err error, secrets ...string) error {
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &UnavailableError{Op: op, Err: &DriverError{Msg: Scrub(FirstLine(explained), secrets...), Err: err}}
+}
+
+// DriverError is a driver's failure explained in one line, for an
+// UnavailableError; the original error stays reachable for errors.Is and
+// errors.As.
+type DriverError struct {
+	Msg string
+	Err error
+}
+
+// Error is the explanation.
+func (e *DriverError) Error() string { return e.Msg }
+
+// Unwrap returns the original error.
+func (e *DriverError) Unwrap() error { return e.Err }
+
+// FirstLine is the first line of s: a server's or library's error text
+// can run over several, and a message of leasectl's is one line.
+func FirstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
