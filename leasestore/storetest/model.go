@@ -129,7 +129,7 @@ type lockstep struct {
 	// gaveUp are the holders that gave up on a grant, by job.
 	gaveUp map[string][]string
 	// maxSlots is the most slots the store grants a job
-	// (leasestore.Leaser.MaxSlots): the sequence has runs of several slots
+	// (leasestore.Limits.MaxSlots): the sequence has runs of several slots
 	// and waiters (modelqueue.go).
 	maxSlots int
 	// waiters are the requests that wait in each job's queue.
