@@ -67,6 +67,42 @@ func (s *Store) usableFor(op, job string) error {
 	return ValidateJobID(job)
 }
 
+// run is the driver's answer f to op, unless the store is closed.
+func (s *Store) run(op string, f func() error) error {
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	return f()
+}
+
+// runFor is run for a call about job, refusing an invalid job ID too.
+func (s *Store) runFor(op, job string, f func() error) error {
+	if err := s.usableFor(op, job); err != nil {
+		return err
+	}
+	return f()
+}
+
+// answer is the driver's answer f to op, unless the store is closed.
+func answer[T any](s *Store, op string, f func() (T, error)) (T, error) {
+	return answerIf(s.usable(op), f)
+}
+
+// answerFor is answer for a call about job, refusing an invalid job ID
+// too.
+func answerFor[T any](s *Store, op, job string, f func() (T, error)) (T, error) {
+	return answerIf(s.usableFor(op, job), f)
+}
+
+// answerIf is refusal, or f's answer when there is none.
+func answerIf[T any](refusal error, f func() (T, error)) (T, error) {
+	if refusal != nil {
+		var zero T
+		return zero, refusal
+	}
+	return f()
+}
+
 // checkRequest refuses a request the store cannot honour: a job ID, a TTL
 // or a number of slots outside its Limits.
 func (s *Store) checkRequest(req *AcquireRequest) error {
@@ -89,51 +125,33 @@ func (s *Store) checkRequest(req *AcquireRequest) error {
 
 // Acquire grants the lease on req.Job to req.Holder; see Leaser.
 func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error) {
-	if err := s.checkRequest(&req); err != nil {
-		return nil, err
-	}
-	return s.d.Acquire(ctx, req)
+	return answerIf(s.checkRequest(&req), func() (*Lease, error) { return s.d.Acquire(ctx, req) })
 }
 
 // Renew extends the liveness of l; see Leaser.
 func (s *Store) Renew(ctx context.Context, l *Lease) error {
-	if err := s.usableFor("renew", l.Job); err != nil {
-		return err
-	}
-	return s.d.Renew(ctx, l)
+	return s.runFor("renew", l.Job, func() error { return s.d.Renew(ctx, l) })
 }
 
 // Release ends l with outcome out; see Leaser.
 func (s *Store) Release(ctx context.Context, l *Lease, out Outcome) error {
-	if err := s.usableFor("release", l.Job); err != nil {
-		return err
-	}
-	return s.d.Release(ctx, l, out)
+	return s.runFor("release", l.Job, func() error { return s.d.Release(ctx, l, out) })
 }
 
 // Subscribe starts delivering job's release notifications; see Leaser.
 func (s *Store) Subscribe(ctx context.Context, job string) (Subscription, error) {
-	if err := s.usableFor("subscribe", job); err != nil {
-		return nil, err
-	}
-	return s.d.Subscribe(ctx, job)
+	return answerFor(s, "subscribe", job, func() (Subscription, error) { return s.d.Subscribe(ctx, job) })
 }
 
 // RecordLate records the outcome of a run that did not reach the store in
 // time; see Leaser.
 func (s *Store) RecordLate(ctx context.Context, late LateOutcome) (Correction, error) {
-	if err := s.usableFor("record late outcome", late.Job); err != nil {
-		return Correction{}, err
-	}
-	return s.d.RecordLate(ctx, late)
+	return answerFor(s, "record late outcome", late.Job, func() (Correction, error) { return s.d.RecordLate(ctx, late) })
 }
 
 // Leave takes holder out of job's queue of waiters; see Leaser.
 func (s *Store) Leave(ctx context.Context, job, holder string) error {
-	if err := s.usableFor("leave", job); err != nil {
-		return err
-	}
-	return s.d.Leave(ctx, job, holder)
+	return s.runFor("leave", job, func() error { return s.d.Leave(ctx, job, holder) })
 }
 
 // NoteGroup records that l's child runs in process group pgid, with this
@@ -152,52 +170,34 @@ func (s *Store) NoteGroup(l *Lease, pgid int) error {
 
 // Status reports job's state, holder, counters and history; see Operator.
 func (s *Store) Status(ctx context.Context, job string) (*JobStatus, error) {
-	if err := s.usableFor("status", job); err != nil {
-		return nil, err
-	}
-	return s.d.Status(ctx, job)
+	return answerFor(s, "status", job, func() (*JobStatus, error) { return s.d.Status(ctx, job) })
 }
 
 // Scan counts the crashes whose evidence is there without liveness; see
 // Operator.
 func (s *Store) Scan(ctx context.Context) ([]Crash, error) {
-	if err := s.usable("scan"); err != nil {
-		return nil, err
-	}
-	return s.d.Scan(ctx)
+	return answer(s, "scan", func() ([]Crash, error) { return s.d.Scan(ctx) })
 }
 
 // Quarantined lists the quarantined jobs; see Operator.
 func (s *Store) Quarantined(ctx context.Context) ([]Quarantine, error) {
-	if err := s.usable("list quarantined"); err != nil {
-		return nil, err
-	}
-	return s.d.Quarantined(ctx)
+	return answer(s, "list quarantined", func() ([]Quarantine, error) { return s.d.Quarantined(ctx) })
 }
 
 // Quarantine puts job in quarantine by an operator's decision; see
 // Operator.
 func (s *Store) Quarantine(ctx context.Context, job string, note Note) error {
-	if err := s.usableFor("quarantine", job); err != nil {
-		return err
-	}
-	return s.d.Quarantine(ctx, job, note)
+	return s.runFor("quarantine", job, func() error { return s.d.Quarantine(ctx, job, note) })
 }
 
 // ReleaseQuarantine lets job run again; see Operator.
 func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note Note) error {
-	if err := s.usableFor("release quarantine", job); err != nil {
-		return err
-	}
-	return s.d.ReleaseQuarantine(ctx, job, note)
+	return s.runFor("release quarantine", job, func() error { return s.d.ReleaseQuarantine(ctx, job, note) })
 }
 
 // Stop asks the job's running child to stop; see Operator.
 func (s *Store) Stop(ctx context.Context, job string, note Note) error {
-	if err := s.usableFor("stop", job); err != nil {
-		return err
-	}
-	return s.d.Stop(ctx, job, note)
+	return s.runFor("stop", job, func() error { return s.d.Stop(ctx, job, note) })
 }
 
 // Jobs lists the IDs of the jobs the store knows that start with prefix;
@@ -216,27 +216,18 @@ func (s *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, e
 
 // Leases lists the live leases; see Operator.
 func (s *Store) Leases(ctx context.Context) ([]Holder, error) {
-	if err := s.usable("leases"); err != nil {
-		return nil, err
-	}
-	return s.d.Leases(ctx)
+	return answer(s, "leases", func() ([]Holder, error) { return s.d.Leases(ctx) })
 }
 
 // Counts returns store-wide gauges; see Operator.
 func (s *Store) Counts(ctx context.Context) (Counts, error) {
-	if err := s.usable("counts"); err != nil {
-		return Counts{}, err
-	}
-	return s.d.Counts(ctx)
+	return answer(s, "counts", func() (Counts, error) { return s.d.Counts(ctx) })
 }
 
 // CheckToken returns nil when token is job's current fencing token and its
 // lease is live; see Operator.
 func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
-	if err := s.usableFor("check token", job); err != nil {
-		return err
-	}
-	return s.d.CheckToken(ctx, job, token)
+	return s.runFor("check token", job, func() error { return s.d.CheckToken(ctx, job, token) })
 }
 
 // Expect sets or clears job's expectation; see Operator.
@@ -254,10 +245,7 @@ func (s *Store) Expect(ctx context.Context, job string, x *Expectation, note Not
 
 // Overdue lists the jobs past their expectation; see Operator.
 func (s *Store) Overdue(ctx context.Context) ([]Overdue, error) {
-	if err := s.usable("overdue"); err != nil {
-		return nil, err
-	}
-	return s.d.Overdue(ctx)
+	return answer(s, "overdue", func() ([]Overdue, error) { return s.d.Overdue(ctx) })
 }
 
 // PutNotices records notices not yet kept; see Notices.
@@ -275,40 +263,25 @@ func (s *Store) PutNotices(ctx context.Context, notices []Notice) error {
 
 // ClaimNotices claims notices due for delivery for owner; see Notices.
 func (s *Store) ClaimNotices(ctx context.Context, owner string, limit int, hold time.Duration) ([]Notice, error) {
-	if err := s.usable("claim notices"); err != nil {
-		return nil, err
-	}
-	return s.d.ClaimNotices(ctx, owner, limit, hold)
+	return answer(s, "claim notices", func() ([]Notice, error) { return s.d.ClaimNotices(ctx, owner, limit, hold) })
 }
 
 // SettleNotice ends owner's claim on the notice with key; see Notices.
 func (s *Store) SettleNotice(ctx context.Context, key, owner string, st Settlement) error {
-	if err := s.usable("settle notice"); err != nil {
-		return err
-	}
-	return s.d.SettleNotice(ctx, key, owner, st)
+	return s.run("settle notice", func() error { return s.d.SettleNotice(ctx, key, owner, st) })
 }
 
 // ListNotices returns the notices the store keeps; see Notices.
 func (s *Store) ListNotices(ctx context.Context) ([]Notice, error) {
-	if err := s.usable("list notices"); err != nil {
-		return nil, err
-	}
-	return s.d.ListNotices(ctx)
+	return answer(s, "list notices", func() ([]Notice, error) { return s.d.ListNotices(ctx) })
 }
 
 // WatchTokens starts following job's fencing state; see TokenFeed.
 func (s *Store) WatchTokens(ctx context.Context, job string, fn func(TokenState)) (TokenWatch, error) {
-	if err := s.usableFor("watch tokens", job); err != nil {
-		return nil, err
-	}
-	return s.d.WatchTokens(ctx, job, fn)
+	return answerFor(s, "watch tokens", job, func() (TokenWatch, error) { return s.d.WatchTokens(ctx, job, fn) })
 }
 
 // SyncTokens is the token feed's heartbeat; see TokenFeed.
 func (s *Store) SyncTokens(ctx context.Context) error {
-	if err := s.usable("sync tokens"); err != nil {
-		return err
-	}
-	return s.d.SyncTokens(ctx)
+	return s.run("sync tokens", func() error { return s.d.SyncTokens(ctx) })
 }
