@@ -1,7 +1,11 @@
 package leasestore
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"strings"
 	"time"
 )
@@ -76,6 +80,30 @@ func (e *DriverError) Error() string { return e.Msg }
 
 // Unwrap returns the original error.
 func (e *DriverError) Unwrap() error { return e.Err }
+
+// ExplainTransport names, in an operator's words, a failure every driver
+// meets on its way to its backend: no answer before the deadline, the call
+// cancelled, the connection closed, refused or lost. server names the
+// backend's address in messages ("Redis at host:6379"), backend the kind
+// ("Redis"). ok is false for any other failure, which is the driver's to
+// explain.
+func ExplainTransport(server, backend string, err error) (msg string, ok bool) {
+	var netErr net.Error
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+		return fmt.Sprintf("no answer from %s before the deadline", server), true
+	case errors.Is(err, context.Canceled):
+		return "cancelled while talking to " + backend, true
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return server + " closed the connection", true
+	case errors.As(err, &opErr) && opErr.Op == "dial":
+		return fmt.Sprintf("cannot connect to %s: %v", server, opErr.Err), true
+	case errors.As(err, &opErr):
+		return fmt.Sprintf("lost the connection to %s: %v", server, opErr.Err), true
+	}
+	return "", false
+}
 
 // FirstLine is the first line of s: a server's or library's error text
 // can run over several, and a message of leasectl's is one line.

@@ -1,11 +1,9 @@
 package etcdstore
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 
@@ -29,7 +27,6 @@ func (s *Store) unavailable(op string, err error) error {
 // explain names the cause of a failure talking to etcd.
 func (s *Store) explain(err error) string {
 	var e *etcdError
-	var netErr net.Error
 	var opErr *net.OpError
 	var certErr *tls.CertificateVerificationError
 	switch {
@@ -48,20 +45,11 @@ func (s *Store) explain(err error) string {
 		return "etcd: " + msg
 	case errors.As(err, &certErr):
 		return fmt.Sprintf("the certificate of etcd at %s is not trusted (give its CA with ca= or %s): %v", s.addr, EnvCA, certErr.Err)
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
-		return fmt.Sprintf("no answer from etcd at %s before the deadline", s.addr)
-	case errors.Is(err, context.Canceled):
-		return "cancelled while talking to etcd"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Sprintf("etcd at %s closed the connection", s.addr)
-	case errors.As(err, &opErr):
-		if opErr.Op == "remote error" { // an alert from the TLS peer
-			return fmt.Sprintf("etcd at %s refused the TLS handshake (%v): does it want a client certificate (cert= and key=, or %s and %s)?", s.addr, opErr.Err, EnvCert, EnvKey)
-		}
-		if opErr.Op == "dial" {
-			return fmt.Sprintf("cannot connect to etcd at %s: %v", s.addr, opErr.Err)
-		}
-		return fmt.Sprintf("lost the connection to etcd at %s: %v", s.addr, opErr.Err)
+	case errors.As(err, &opErr) && opErr.Op == "remote error": // an alert from the TLS peer
+		return fmt.Sprintf("etcd at %s refused the TLS handshake (%v): does it want a client certificate (cert= and key=, or %s and %s)?", s.addr, opErr.Err, EnvCert, EnvKey)
+	}
+	if msg, ok := leasestore.ExplainTransport("etcd at "+s.addr, "etcd", err); ok {
+		return msg
 	}
 	return fmt.Sprintf("etcd at %s: %s", s.addr, leasestore.FirstLine(err.Error()))
 }

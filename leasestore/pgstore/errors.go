@@ -1,13 +1,10 @@
 package pgstore
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,28 +28,19 @@ func (s *Store) explain(err error) string {
 	if errors.As(err, &pe) {
 		return s.explainServer(pe)
 	}
-	var netErr net.Error
 	var certErr *tls.CertificateVerificationError
 	var unknownAuthority x509.UnknownAuthorityError
 	var hostErr x509.HostnameError
 	switch {
 	case errors.Is(err, leasestore.ErrClosed):
 		return leasestore.ErrClosed.Error()
-	case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || errors.As(err, &netErr) && netErr.Timeout():
+	case pgconn.Timeout(err):
 		return fmt.Sprintf("no answer from %s before the deadline", s.server())
-	case errors.Is(err, context.Canceled):
-		return "cancelled while talking to PostgreSQL"
 	case errors.As(err, &certErr) || errors.As(err, &unknownAuthority) || errors.As(err, &hostErr):
 		return fmt.Sprintf("the TLS certificate of %s is not trusted: %s", s.server(), lastPart(err))
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Sprintf("%s closed the connection", s.server())
 	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		if opErr.Op == "dial" {
-			return fmt.Sprintf("cannot connect to %s: %v", s.server(), opErr.Err)
-		}
-		return fmt.Sprintf("lost the connection to %s: %v", s.server(), opErr.Err)
+	if msg, ok := leasestore.ExplainTransport(s.server(), "PostgreSQL", err); ok {
+		return msg
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {

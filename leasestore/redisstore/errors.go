@@ -1,11 +1,9 @@
 package redisstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"syscall"
@@ -30,7 +28,6 @@ func (s *Store) unavailable(op string, err error) error {
 // explain names the cause of a go-redis failure, using go-redis's own
 // typed error checks.
 func (s *Store) explain(err error) string {
-	var netErr net.Error
 	var tlsErr *TLSError
 	switch {
 	case errors.As(err, &tlsErr):
@@ -51,10 +48,6 @@ func (s *Store) explain(err error) string {
 		return "Redis is busy running a slow script"
 	case redis.IsClusterDownError(err):
 		return "the Redis cluster is down (CLUSTERDOWN)"
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
-		return fmt.Sprintf("no answer from %s before the deadline", s.server())
-	case errors.Is(err, context.Canceled):
-		return "cancelled while talking to Redis"
 	case errors.Is(err, redis.ErrClosed):
 		return "the Redis client is closed"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
@@ -64,12 +57,8 @@ func (s *Store) explain(err error) string {
 		}
 		return fmt.Sprintf("%s closed the connection", s.server())
 	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		if opErr.Op == "dial" {
-			return fmt.Sprintf("cannot connect to %s: %v", s.server(), opErr.Err)
-		}
-		return fmt.Sprintf("lost the connection to %s: %v", s.server(), opErr.Err)
+	if msg, ok := leasestore.ExplainTransport(s.server(), "Redis", err); ok {
+		return msg
 	}
 	return fmt.Sprintf("%s: %s", s.server(), leasestore.FirstLine(err.Error()))
 }
