@@ -3,7 +3,10 @@ package leasestore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +169,29 @@ func TestUnavailable(t *testing.T) {
 	}
 	if again := Unavailable("renew", "other words", err); again != err {
 		t.Errorf("Unavailable of an unavailable error = %v, want it as it was", again)
+	}
+}
+
+// ExplainTransport names the failures of the way to a backend, and leaves
+// any other to the driver.
+func TestExplainTransport(t *testing.T) {
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	read := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}
+	for _, tc := range []struct {
+		err  error
+		want string // "" for not a transport failure
+	}{
+		{context.DeadlineExceeded, "no answer from Redis at h:1 before the deadline"},
+		{&net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, "no answer from Redis at h:1 before the deadline"},
+		{fmt.Errorf("reading: %w", context.Canceled), "cancelled while talking to Redis"},
+		{io.ErrUnexpectedEOF, "Redis at h:1 closed the connection"},
+		{dial, "cannot connect to Redis at h:1: connection refused"},
+		{read, "lost the connection to Redis at h:1: connection reset by peer"},
+		{errors.New("WRONGTYPE"), ""},
+	} {
+		got, ok := ExplainTransport("Redis at h:1", "Redis", tc.err)
+		if got != tc.want || ok != (tc.want != "") {
+			t.Errorf("ExplainTransport(%v) = %q, %v; want %q", tc.err, got, ok, tc.want)
+		}
 	}
 }
