@@ -98,12 +98,8 @@ func (s *stubStore) RecordLate(context.Context, leasestore.LateOutcome) (leasest
 	return leasestore.Correction{}, errors.New("stub: RecordLate is not used by the on-call commands")
 }
 
-func (s *stubStore) WatchTokens(context.Context, string, func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	return nil, errors.New("stub: WatchTokens is not used by the on-call commands")
-}
-
-func (s *stubStore) SyncTokens(context.Context) error {
-	return errors.New("stub: SyncTokens is not used by the on-call commands")
+func (s *stubStore) StartTokens(context.Context, *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	return nil, errors.New("stub: the token feed is not used by the on-call commands")
 }
 
 func (s *stubStore) Scan(context.Context) ([]leasestore.Crash, error) { return s.crashes, s.err }

@@ -419,7 +419,7 @@ func TestWriteThroughAfterARedisRestart(t *testing.T) {
 func TestWriteThroughAcrossARegistryRestart(t *testing.T) {
 	backend := openEmbedded(t, t.TempDir())
 	reg := registrytest.Start(t, backend, "leasectl")
-	checked := reg.Open(t, "leasectl", registrytest.ReaderToken)
+	checked := leasestore.New(reg.Open(t, "leasectl", registrytest.ReaderToken))
 	c, _ := checker(t, checked, Options{Pattern: WriteThrough})
 	zombie := storetest.Acquire(t, backend, storetest.Request("job", "a", storetest.LongTTL))
 	accept(t, c, "job", zombie.Token)
@@ -461,25 +461,23 @@ func TestWriteThroughAcrossARegistryRestart(t *testing.T) {
 	}
 }
 
-// deadFeed is a store whose token feed cannot be reached (its LISTEN
-// connection refused, say) while the rest of it can.
-type deadFeed struct{ *leasestore.Store }
+// deadFeed is a store's driver whose token feed cannot be reached (its
+// LISTEN connection refused, say) while the rest of it can.
+type deadFeed struct{ leasestore.Driver }
 
 var errFeedDown = &leasestore.UnavailableError{Op: "watch tokens", Err: errors.New("the feed's connection is refused")}
 
-func (deadFeed) WatchTokens(context.Context, string, func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+func (deadFeed) StartTokens(context.Context, *leasestore.TokenHub) (leasestore.TokenSource, error) {
 	return nil, errFeedDown
 }
-
-func (deadFeed) SyncTokens(context.Context) error { return errFeedDown }
 
 // Through a registry whose store's feed is down, write-through may be
 // chosen, but every watch fails unavailable, so every check asks the
 // store, which refuses the zombie.
 func TestWriteThroughThroughARegistryWhoseFeedIsDown(t *testing.T) {
-	backend := openEmbedded(t, t.TempDir())
-	reg := registrytest.Start(t, deadFeed{backend}, "leasectl")
-	checked := reg.Open(t, "leasectl", registrytest.ReaderToken)
+	backend := storetest.Open(t, filestore.Open, t.TempDir(), "leasectl")
+	reg := registrytest.Start(t, leasestore.New(deadFeed{backend}), "leasectl")
+	checked := leasestore.New(reg.Open(t, "leasectl", registrytest.ReaderToken))
 	_, err := checked.WatchTokens(storetest.Ctx(t), "job", func(leasestore.TokenState) {})
 	if !errors.Is(err, leasestore.ErrUnavailable) {
 		t.Fatalf("WatchTokens through a registry whose store's feed is down: %v, want unavailable", err)

@@ -368,12 +368,8 @@ func (s *fakeStore) RecordLate(context.Context, leasestore.LateOutcome) (leasest
 	return leasestore.Correction{}, errors.New("fake store: RecordLate is not supported")
 }
 
-func (s *fakeStore) WatchTokens(context.Context, string, func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	return nil, errors.New("fake store: WatchTokens is not supported")
-}
-
-func (s *fakeStore) SyncTokens(context.Context) error {
-	return errors.New("fake store: SyncTokens is not supported")
+func (s *fakeStore) StartTokens(context.Context, *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	return nil, errors.New("fake store: the token feed is not supported")
 }
 
 func (s *fakeStore) PutNotices(_ context.Context, notices []leasestore.Notice) error {

@@ -11,11 +11,12 @@ import (
 )
 
 // Driver is what a store package implements, as Go CDK's blob/driver.Bucket
-// is for blob: the operations of Leaser, Operator and TokenFeed on its
-// backend, its limits, and Close. The portable Store wraps a Driver and
-// does, once for every driver, what is not the backend's business: it
-// checks job IDs, TTLs and slots against Limits before any I/O, refuses
-// every call after Close, and gives callers one type to hold.
+// is for blob: the operations of Leaser and Operator on its backend, its
+// side of the token feed, its limits, and Close. The portable Store wraps
+// a Driver and does, once for every driver, what is not the backend's
+// business: it checks job IDs, TTLs and slots against Limits before any
+// I/O, refuses every call after Close, keeps the token feed's watches and
+// their fan-out (TokenHub), and gives callers one type to hold.
 //
 // A driver is given only valid requests and only before Close. Every
 // method is safe for concurrent use. ctx bounds the whole call, including
@@ -30,7 +31,12 @@ import (
 type Driver interface {
 	Leaser
 	Operator
-	TokenFeed
+	// StartTokens starts the driver's side of the token feed, which hands
+	// what it hears to hub, and returns it. The portable Store calls it
+	// once, for its first WatchTokens, and closes hub before it closes the
+	// driver; the driver's Close stops the source. A failure is returned
+	// as it is, and the next WatchTokens calls StartTokens again.
+	StartTokens(ctx context.Context, hub *TokenHub) (TokenSource, error)
 	// Limits are the requests the store can honour; the portable Store
 	// refuses others.
 	Limits() Limits

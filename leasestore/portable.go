@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -24,6 +25,11 @@ type Store struct {
 	d      Driver
 	limits Limits
 	closed atomic.Bool
+
+	// hubMu guards hub, made by the first WatchTokens, and orders its start
+	// before Close.
+	hubMu sync.Mutex
+	hub   *TokenHub
 }
 
 var (
@@ -32,7 +38,8 @@ var (
 	_ TokenFeed = (*Store)(nil)
 )
 
-// New returns the portable Store over d.
+// New returns the portable Store over d, which no other Store may wrap:
+// the Store starts d's token source and closes d.
 func New(d Driver) *Store { return &Store{d: d, limits: d.Limits()} }
 
 // Driver returns the store's driver, for what only its store can do
@@ -42,11 +49,18 @@ func (s *Store) Driver() Driver { return s.d }
 // Limits are the TTLs and slots the store honours; see Driver.
 func (s *Store) Limits() Limits { return s.limits }
 
-// Close releases the store's connections and files; calls made after it
-// fail with ErrClosed. Closing again does nothing.
+// Close stops the token watches and releases the store's connections and
+// files; calls made after it fail with ErrClosed. Closing again does
+// nothing.
 func (s *Store) Close() error {
-	if s.closed.Swap(true) {
+	s.hubMu.Lock()
+	h, done := s.hub, s.closed.Swap(true)
+	s.hubMu.Unlock()
+	if done {
 		return nil
+	}
+	if h != nil {
+		h.Close()
 	}
 	return s.d.Close()
 }
@@ -276,12 +290,51 @@ func (s *Store) ListNotices(ctx context.Context) ([]Notice, error) {
 	return answer(s, "list notices", func() ([]Notice, error) { return s.d.ListNotices(ctx) })
 }
 
-// WatchTokens starts following job's fencing state; see TokenFeed.
+// WatchTokens starts following job's fencing state; see TokenFeed. The
+// first watch starts the driver's side of the feed, which all the store's
+// watches share.
 func (s *Store) WatchTokens(ctx context.Context, job string, fn func(TokenState)) (TokenWatch, error) {
-	return answerFor(s, "watch tokens", job, func() (TokenWatch, error) { return s.d.WatchTokens(ctx, job, fn) })
+	if err := ValidateJobID(job); err != nil {
+		return nil, err
+	}
+	h, err := s.tokenHub(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.Watch(ctx, job, fn)
 }
 
-// SyncTokens is the token feed's heartbeat; see TokenFeed.
+// tokenHub returns the store's hub, starting the driver's source on first
+// use.
+func (s *Store) tokenHub(ctx context.Context) (*TokenHub, error) {
+	s.hubMu.Lock()
+	defer s.hubMu.Unlock()
+	if err := s.usable("watch tokens"); err != nil {
+		return nil, err
+	}
+	if s.hub == nil {
+		h := newTokenHub()
+		src, err := s.d.StartTokens(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		h.attach(src)
+		s.hub = h
+	}
+	return s.hub, nil
+}
+
+// SyncTokens is the token feed's heartbeat; see TokenFeed. With no watch
+// started there is nothing to wait for.
 func (s *Store) SyncTokens(ctx context.Context) error {
-	return s.run("sync tokens", func() error { return s.d.SyncTokens(ctx) })
+	if err := s.usable("sync tokens"); err != nil {
+		return err
+	}
+	s.hubMu.Lock()
+	h := s.hub
+	s.hubMu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.Sync(ctx)
 }

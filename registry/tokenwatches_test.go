@@ -17,14 +17,14 @@ import (
 
 // feedStore is an embedded store, without the registry's fakeStore's
 // counting and faults.
-func feedStore(t *testing.T) *leasestore.Store {
+func feedStore(t *testing.T) leasestore.Driver {
 	t.Helper()
 	s, err := filestore.Open(t.TempDir(), testNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return leasestore.New(s)
+	return s
 }
 
 // watchTokens starts a token watch of job with token and returns its answer.
@@ -215,19 +215,25 @@ func TestTokenWatchesPerToken(t *testing.T) {
 // held until the test lets it end.
 type heldFeed struct {
 	leasestore.Driver
-	feed    leasestore.TokenFeed
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (f *heldFeed) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	return f.feed.WatchTokens(ctx, job, fn)
+func (f *heldFeed) StartTokens(ctx context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	src, err := f.Driver.StartTokens(ctx, hub)
+	return heldSource{src, f}, err
 }
 
-func (f *heldFeed) SyncTokens(ctx context.Context) error {
-	f.entered <- struct{}{}
-	<-f.release
-	return f.feed.SyncTokens(ctx)
+// heldSource is the source of a heldFeed, whose barrier is the heartbeat.
+type heldSource struct {
+	leasestore.TokenSource
+	f *heldFeed
+}
+
+func (s heldSource) Barrier(ctx context.Context) error {
+	s.f.entered <- struct{}{}
+	<-s.f.release
+	return s.TokenSource.Barrier(ctx)
 }
 
 // Concurrent syncs share the store's heartbeat: those that arrive while one
@@ -235,7 +241,7 @@ func (f *heldFeed) SyncTokens(ctx context.Context) error {
 // none is answered by a heartbeat that began before it arrived.
 func TestTokenSyncSharesTheStoreHeartbeat(t *testing.T) {
 	store := feedStore(t)
-	f := &heldFeed{Driver: store, feed: store, entered: make(chan struct{}, 8), release: make(chan struct{})}
+	f := &heldFeed{Driver: store, entered: make(chan struct{}, 8), release: make(chan struct{})}
 	srv := newTestServer(t, f, nil)
 	w := watchTokens(t, srv, "j", readerToken)
 	sync := func() <-chan answer {

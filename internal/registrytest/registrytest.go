@@ -42,9 +42,8 @@ type Registry struct {
 	stop      func() error // nil while stopped
 }
 
-// Start serves store (a driver, or a portable Store, which is one too),
-// under namespace, until t ends.
-func Start(t testing.TB, store leasestore.Driver, namespace string) *Registry {
+// Start serves store, under namespace, until t ends.
+func Start(t testing.TB, store *leasestore.Store, namespace string) *Registry {
 	t.Helper()
 	certs, err := testcert.Generate(t.TempDir())
 	if err != nil {
@@ -58,7 +57,7 @@ func Start(t testing.TB, store leasestore.Driver, namespace string) *Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Registry{URL: "https://" + ln.Addr().String(), Certs: certs, store: leasestore.New(store), namespace: namespace,
+	r := &Registry{URL: "https://" + ln.Addr().String(), Certs: certs, store: store, namespace: namespace,
 		addr: ln.Addr().String(), tlsConf: tlsConf}
 	r.serve(t, ln)
 	t.Cleanup(func() { r.Stop(t) })

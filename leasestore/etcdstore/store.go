@@ -50,8 +50,6 @@ type Store struct {
 	held    map[runKey]heldRun   // the runs this client acquired last, by job and slot
 	written map[runKey]*jobState // what this client's Acquire or Renew wrote of each
 
-	// The token feed (tokenfeed.go), its hub made with the Store.
-	feed *tokenSource
 }
 
 // heldRun is what Renew needs of a run this client acquired: the etcd
@@ -65,10 +63,10 @@ type heldRun struct {
 
 var _ leasestore.Driver = (*Store)(nil)
 
-// Close stops the token watches and closes the idle connections;
-// Subscribe's watches close with their subscriptions.
+// Close closes the idle connections; the token watches' streams end with
+// their watches, which the portable Store closes first, and Subscribe's
+// with their subscriptions.
 func (s *Store) Close() error {
-	s.feed.hub.Close()
 	s.c.close()
 	return nil
 }

@@ -428,7 +428,7 @@ func TestEtcdTokenFeedSurvivesRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Stop() })
-	watcher, holder := openEtcd(t, c.URL(), "ns"), openEtcd(t, c.URL(), "ns")
+	watcher, holder := leasestore.New(openEtcd(t, c.URL(), "ns")), openEtcd(t, c.URL(), "ns")
 	log := storetest.Watch(t, watcher, "job")
 	first := storetest.Acquire(t, holder, storetest.Request("job", "w1", storetest.LongTTL))
 	log.Await(t, "of the first grant", storetest.IsState(first.Token, true))
@@ -468,7 +468,7 @@ func TestEtcdTokenFeedSurvivesRestarts(t *testing.T) {
 func TestEtcdTokenFeedReadsWhenTheHistoryForgotTheRun(t *testing.T) {
 	c := testEtcd.Get(t)
 	ns := freshNamespace()
-	watcher, holder := openEtcd(t, c.URL(), ns), openEtcd(t, c.URL(), ns)
+	watcher, holder := leasestore.New(openEtcd(t, c.URL(), ns)), openEtcd(t, c.URL(), ns)
 	log := storetest.Watch(t, watcher, "job")
 	l := storetest.Acquire(t, holder, storetest.Request("job", "w1", storetest.LongTTL))
 	for i := range leasestore.HistoryLimit / 2 {

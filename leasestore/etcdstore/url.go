@@ -118,7 +118,6 @@ func Open(rawURL, namespace string) (*Store, error) {
 		addr:     strings.Join(strings.Split(u.Host, ","), ","),
 		password: password,
 	}
-	s.feed = newTokenSource(s)
 	s.book = &book{Shelf: (*noticeShelf)(s)}
 	return s, nil
 }

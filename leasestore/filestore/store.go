@@ -29,10 +29,10 @@ type Store struct {
 	notifyDir string
 	access    access // how it creates folders and files (perm.go)
 
-	// The token feed (tokenfeed.go), started by the first WatchTokens.
-	feedMu     sync.Mutex
-	feed       *tokenSource
-	feedClosed bool
+	// The token feed (tokenfeed.go), started by the portable Store's first
+	// WatchTokens.
+	feedMu sync.Mutex
+	feed   *tokenSource
 }
 
 var _ leasestore.Driver = (*Store)(nil)

@@ -28,7 +28,7 @@ func twoRegistries(t *testing.T, ns string) (leasestore.Driver, *faultproxy.Prox
 	}
 	t.Cleanup(func() { _ = backend.Close() })
 	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the notes of silent registries
-	first, second := registrytest.Start(t, backend, ns), registrytest.Start(t, backend, ns)
+	first, second := registrytest.Start(t, leasestore.New(backend), ns), registrytest.Start(t, leasestore.New(backend), ns)
 	proxy, err := faultproxy.Start(strings.TrimPrefix(first.URL, "https://"))
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,6 @@ type Store struct {
 	// copied follows the runs whose acquire went to more than one
 	// registry: a copy may still land.
 	copied *failover.Copies
-	feed   *tokenSource // token watches (tokenfeed.go)
 }
 
 var _ leasestore.Driver = (*Store)(nil)
@@ -78,10 +77,9 @@ func (e *AuthError) Is(target error) bool {
 	return target == leasestore.ErrForbidden && e.Status == http.StatusForbidden
 }
 
-// Close stops the Store's token watches and closes the idle connections to
-// the registry.
+// Close closes the idle connections to the registry; the token watches'
+// polls end with their watches, which the portable Store closes first.
 func (s *Store) Close() error {
-	s.feed.hub.Close()
 	s.transport.CloseIdleConnections()
 	return nil
 }

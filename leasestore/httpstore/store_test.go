@@ -36,7 +36,7 @@ func (embeddedHarness) NewStore(t testing.TB) storetest.Fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registrytest.Start(t, backend, "leasectl")
+	reg := registrytest.Start(t, leasestore.New(backend), "leasectl")
 	return storetest.Fixture{
 		Open: func(t testing.TB) leasestore.Driver { return reg.Open(t, "leasectl", registrytest.OperatorToken) },
 		Wipe: func(t testing.TB) {
@@ -68,7 +68,7 @@ func (h redisHarness) NewStore(t testing.TB) storetest.Fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = backend.Close() })
-	reg := registrytest.Start(t, backend, ns)
+	reg := registrytest.Start(t, leasestore.New(backend), ns)
 	return storetest.Fixture{
 		Open: func(t testing.TB) leasestore.Driver { return reg.Open(t, ns, registrytest.OperatorToken) },
 		Wipe: func(t testing.TB) {

@@ -162,7 +162,6 @@ func Open(rawURL, namespace string, opts Options) (*Store, error) {
 		region:    region,
 	}
 	s.copied = failover.NewCopies(s, "gave up on the copies of its acquire sent to other registries")
-	s.feed = newTokenSource(s)
 	return s, nil
 }
 

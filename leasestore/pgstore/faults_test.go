@@ -318,7 +318,7 @@ func TestScanInBatches(t *testing.T) {
 	ns := freshNamespace()
 	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Driver { return openPG(t, srv.URL, ns) }}
 	const runs = scanBatch + scanBatch/2
-	storetest.Seed(t, f, runs, func(s leasestore.Driver, i int) error {
+	storetest.Seed(t, f, runs, func(s storetest.Client, i int) error {
 		req := storetest.Request(fmt.Sprintf("crash-%04d", i), "w", time.Millisecond)
 		_, err := s.Acquire(context.Background(), req)
 		return err
@@ -376,7 +376,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	ns := freshNamespace()
 	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Driver { return openPG(t, b.URL, ns) }}
 	var grants, held atomic.Int64
-	storetest.Seed(t, f, 16, func(s leasestore.Driver, i int) error {
+	storetest.Seed(t, f, 16, func(s storetest.Client, i int) error {
 		_, err := s.Acquire(context.Background(), storetest.Request("job", fmt.Sprintf("w%d", i), storetest.LongTTL))
 		var h *leasestore.HeldError
 		switch {

@@ -51,7 +51,8 @@ type Store struct {
 	// migrateMu makes the calls of one Store wait for one migration.
 	migrateMu sync.Mutex
 
-	// The token feed (tokenfeed.go), started by the first WatchTokens.
+	// The token feed (tokenfeed.go), started by the portable Store's first
+	// WatchTokens.
 	feedMu sync.Mutex
 	feed   *tokenFeed
 

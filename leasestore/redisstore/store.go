@@ -63,10 +63,10 @@ type Store struct {
 	// copies follows the runs whose acquire went out more than once.
 	copies *failover.Copies
 
-	// The token feed (tokenfeed.go), started by the first WatchTokens.
-	feedMu     sync.Mutex
-	feed       *tokenFeed
-	feedClosed bool
+	// The token feed (tokenfeed.go), started by the portable Store's first
+	// WatchTokens.
+	feedMu sync.Mutex
+	feed   *tokenFeed
 }
 
 var _ leasestore.Driver = (*Store)(nil)

@@ -119,8 +119,8 @@ type lockstep struct {
 	rnd *rand.Rand
 	// operator is the client of the reaper and the on-call commands;
 	// workers[i] is worker i's.
-	operator leasestore.Driver
-	workers  []leasestore.Driver
+	operator *leasestore.Store
+	workers  []*leasestore.Store
 	// now is the model's clock.
 	now   time.Time
 	model map[string]*modelJob

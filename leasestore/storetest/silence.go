@@ -59,7 +59,7 @@ func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Driver, sil
 // within tm.NewRunWithin, and tokens must rise.
 func RideOutSilenceWith(t *testing.T, tm Silence, open func(t *testing.T) leasestore.Driver, silence func()) {
 	t.Helper()
-	acquire := func(s leasestore.Driver, job, worker string) (*leasestore.Lease, time.Time) {
+	acquire := func(s Client, job, worker string) (*leasestore.Lease, time.Time) {
 		t.Helper()
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), tm.Safety)
@@ -140,7 +140,7 @@ func RideOutSilenceWith(t *testing.T, tm Silence, open func(t *testing.T) leases
 // store was unavailable retried after a fifth of the heartbeat until that
 // deadline. It reports on lost the first renewal not confirmed in time, or
 // refused, and stops when stop is closed.
-func renewing(s leasestore.Driver, tm Silence, l *leasestore.Lease, granted time.Time, stop <-chan struct{}, lost chan<- error) {
+func renewing(s Client, tm Silence, l *leasestore.Lease, granted time.Time, stop <-chan struct{}, lost chan<- error) {
 	deadline := granted.Add(tm.Safety)
 	beat := time.NewTimer(tm.Heartbeat)
 	defer beat.Stop()

@@ -124,7 +124,7 @@ type fixture struct {
 
 // crashRun acquires job with the store's short TTL and waits until the
 // store reports the lease expired, as a SIGKILLed supervisor would leave it.
-func (h fixture) crashRun(t *testing.T, s leasestore.Driver, job, worker string, maxCrashes int) *leasestore.Lease {
+func (h fixture) crashRun(t *testing.T, s Client, job, worker string, maxCrashes int) *leasestore.Lease {
 	t.Helper()
 	req := Request(job, worker, h.shortTTL())
 	req.MaxCrashes = maxCrashes
@@ -135,7 +135,7 @@ func (h fixture) crashRun(t *testing.T, s leasestore.Driver, job, worker string,
 
 // awaitExpired waits until the store no longer reports l as the job's live
 // lease, which takes at least l.TTL from its grant.
-func (h fixture) awaitExpired(t *testing.T, s leasestore.Driver, l *leasestore.Lease) {
+func (h fixture) awaitExpired(t *testing.T, s Client, l *leasestore.Lease) {
 	t.Helper()
 	time.Sleep(min(max(time.Until(l.GrantedAt.Add(l.TTL)), 0), l.TTL))
 	for guard := time.Now().Add(h.expiryGuard()); ; time.Sleep(10 * time.Millisecond) {
@@ -184,7 +184,7 @@ func hasEvent(history []leasestore.Event, kind leasestore.EventKind, token int64
 
 func testMutualExclusion(t *testing.T, h fixture) {
 	const n = 50
-	clients := make([]leasestore.Driver, n)
+	clients := make([]*leasestore.Store, n)
 	for i := range clients {
 		clients[i] = client(t, h.Fixture)
 	}
@@ -491,7 +491,7 @@ func testAcquireIdempotent(t *testing.T, h fixture) {
 func testCrashCountedOnce(t *testing.T, h fixture) {
 	const racers = 20
 	crashed := h.crashRun(t, client(t, h.Fixture), "job", "crasher", 10)
-	clients := make([]leasestore.Driver, racers)
+	clients := make([]*leasestore.Store, racers)
 	for i := range clients {
 		clients[i] = client(t, h.Fixture)
 	}
