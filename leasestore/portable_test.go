@@ -195,3 +195,47 @@ func TestExplainTransport(t *testing.T) {
 		}
 	}
 }
+
+// feedDriver is a countingDriver whose token source is the hub tests'
+// source, counting its starts.
+type feedDriver struct {
+	*countingDriver
+	src    *source
+	starts int
+}
+
+func (d *feedDriver) StartTokens(context.Context, *TokenHub) (TokenSource, error) {
+	d.starts++
+	return d.src, nil
+}
+
+// The Store starts the driver's token source once, for its first watch,
+// shares it among its watches, and stops them at Close, before closing the
+// driver.
+func TestStoreStartsTheTokenSourceOnce(t *testing.T) {
+	d := &feedDriver{countingDriver: &countingDriver{}, src: newSource()}
+	s := New(d)
+	ctx := context.Background()
+	if err := s.SyncTokens(ctx); err != nil || d.starts != 0 {
+		t.Fatalf("SyncTokens without a watch: %v, source started %d times; want nil and none", err, d.starts)
+	}
+	var got []TokenState
+	d.src.set("a", 7, true)
+	for _, job := range []string{"a", "b"} {
+		if _, err := s.WatchTokens(ctx, job, func(st TokenState) { got = append(got, st) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d.starts != 1 || len(got) != 2 || got[0].Token != 7 {
+		t.Fatalf("two watches: source started %d times, states %+v; want once, a read of each job", d.starts, got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d.src.followed["a"] != 0 || d.src.followed["b"] != 0 {
+		t.Errorf("after Close the source still follows %v", d.src.followed)
+	}
+	if _, err := s.WatchTokens(ctx, "a", func(TokenState) {}); !errors.Is(err, ErrClosed) || d.starts != 1 {
+		t.Errorf("WatchTokens after Close: %v, source started %d times; want ErrClosed and no new start", err, d.starts)
+	}
+}
