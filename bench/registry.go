@@ -77,20 +77,24 @@ func (b *bench) registryFigures() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	direct := make([]leasestore.Store, registryWorkers)
-	remote := make([]leasestore.Store, registryWorkers)
+	direct := make([]*leasestore.Store, registryWorkers)
+	remote := make([]*leasestore.Store, registryWorkers)
 	for i := range registryWorkers {
 		if i%registryPerRedis == 0 {
-			if direct[i], err = redisstore.Open(b.redis.URL, registryNamespace); err != nil {
+			d, err := redisstore.Open(b.redis.URL, registryNamespace)
+			if err != nil {
 				return err
 			}
+			direct[i] = leasestore.New(d)
 			defer direct[i].Close()
 		} else {
 			direct[i] = direct[i-i%registryPerRedis]
 		}
-		if remote[i], err = httpstore.Open(url, registryNamespace, httpstore.Options{Token: registryToken, CAFile: certs.CA}); err != nil {
+		d, err := httpstore.Open(url, registryNamespace, httpstore.Options{Token: registryToken, CAFile: certs.CA})
+		if err != nil {
 			return err
 		}
+		remote[i] = leasestore.New(d)
 		defer remote[i].Close()
 	}
 	leases := make([]*leasestore.Lease, registryWorkers)
@@ -275,7 +279,7 @@ func forWorkers(n int, do func(i int) error) error {
 // paced renews every worker's lease once per registryHeartbeat, each at a
 // random phase, for registryWindow, and returns the renewals' latencies
 // (ms) and how long it took.
-func paced(ctx context.Context, stores []leasestore.Store, leases []*leasestore.Lease) ([]float64, time.Duration, error) {
+func paced(ctx context.Context, stores []*leasestore.Store, leases []*leasestore.Lease) ([]float64, time.Duration, error) {
 	var mu sync.Mutex
 	var lat []float64
 	start := time.Now()
@@ -300,7 +304,7 @@ func paced(ctx context.Context, stores []leasestore.Store, leases []*leasestore.
 
 // flood renews the lease of each of stores's workers back to back for
 // registryFlood.
-func flood(ctx context.Context, stores []leasestore.Store, leases []*leasestore.Lease) ([]float64, time.Duration, error) {
+func flood(ctx context.Context, stores []*leasestore.Store, leases []*leasestore.Lease) ([]float64, time.Duration, error) {
 	var mu sync.Mutex
 	var lat []float64
 	start := time.Now()

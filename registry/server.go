@@ -37,7 +37,7 @@ const DefaultOpTimeout = 15 * time.Second
 type Config struct {
 	// Store is the store the registry fronts; required. The Server does
 	// not close it.
-	Store leasestore.Store
+	Store *leasestore.Store
 	// Namespace is the store's namespace: a request naming another one
 	// (api.HeaderNamespace) is refused.
 	Namespace string

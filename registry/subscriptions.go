@@ -37,7 +37,7 @@ const (
 // collects it with a wait, so that nothing released between two
 // long-polls is missed.
 type hub struct {
-	store leasestore.Store
+	store *leasestore.Store
 	clock clock.Clock
 
 	mu     sync.Mutex
@@ -70,7 +70,7 @@ type subscription struct {
 	seen    time.Time
 }
 
-func newHub(store leasestore.Store, clk clock.Clock) *hub {
+func newHub(store *leasestore.Store, clk clock.Clock) *hub {
 	held := newAdmission("subscriptions", api.CodeTooManySubscriptions,
 		"wait on fewer jobs at once, or give clients tokens of their own", maxSubscriptions, maxSubscriptionsPerToken)
 	return &hub{store: store, clock: clk, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}, held: held}
