@@ -177,7 +177,7 @@ func (b *bench) etcdScan() error {
 	}
 	defer s.Close()
 	seeded := time.Now()
-	err = seed(ctx, b.etcdStoreURL(), "scan", scanLive, func(s leasestore.Store, i int) error {
+	err = seed(ctx, b.etcdStoreURL(), "scan", scanLive, func(s *leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(fmt.Sprintf("live-%06d", i), time.Hour, 3))
 		return err
 	})
@@ -194,7 +194,7 @@ func (b *bench) etcdScan() error {
 	cold := ms(time.Since(start))
 	var rounds []float64
 	for range scanRounds {
-		err := seed(ctx, b.etcdStoreURL(), "scan", scanCrashed, func(s leasestore.Store, i int) error {
+		err := seed(ctx, b.etcdStoreURL(), "scan", scanCrashed, func(s *leasestore.Store, i int) error {
 			_, err := s.Acquire(ctx, request(fmt.Sprintf("crash-%04d", i), etcdCrashTTL, math.MaxInt32))
 			return err
 		})

@@ -26,10 +26,11 @@ const (
 // patterns from memory, the authoritative one with a store round trip.
 // Each check is timed with two monotonic clock reads, which are included.
 func (b *bench) fenceFigures() error {
-	store, err := redisstore.Open(b.redis.URL, "fence-bench")
+	d, err := redisstore.Open(b.redis.URL, "fence-bench")
 	if err != nil {
 		return err
 	}
+	store := leasestore.New(d)
 	defer store.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

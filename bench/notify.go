@@ -36,10 +36,11 @@ func (b *bench) notifyFigures() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	s, err := filestore.Open(dir, "bench")
+	fs, err := filestore.Open(dir, "bench")
 	if err != nil {
 		return err
 	}
+	s := leasestore.New(fs)
 	defer s.Close()
 
 	arrived := make(chan notify.Event, notifyEvents)

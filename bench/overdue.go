@@ -64,7 +64,7 @@ func (b *bench) reaperPass(url, store string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*storeTimeout)
 	defer cancel()
 	note := leasestore.Note{By: "bench", Reason: "reaper figures"}
-	err := seed(ctx, url, "leasectl", expectJobs, func(s leasestore.Store, i int) error {
+	err := seed(ctx, url, "leasectl", expectJobs, func(s *leasestore.Store, i int) error {
 		every := time.Hour
 		if i < overdueJobs {
 			every = time.Millisecond

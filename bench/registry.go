@@ -77,20 +77,24 @@ func (b *bench) registryFigures() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	direct := make([]leasestore.Store, registryWorkers)
-	remote := make([]leasestore.Store, registryWorkers)
+	direct := make([]*leasestore.Store, registryWorkers)
+	remote := make([]*leasestore.Store, registryWorkers)
 	for i := range registryWorkers {
 		if i%registryPerRedis == 0 {
-			if direct[i], err = redisstore.Open(b.redis.URL, registryNamespace); err != nil {
+			d, err := redisstore.Open(b.redis.URL, registryNamespace)
+			if err != nil {
 				return err
 			}
+			direct[i] = leasestore.New(d)
 			defer direct[i].Close()
 		} else {
 			direct[i] = direct[i-i%registryPerRedis]
 		}
-		if remote[i], err = httpstore.Open(url, registryNamespace, httpstore.Options{Token: registryToken, CAFile: certs.CA}); err != nil {
+		d, err := httpstore.Open(url, registryNamespace, httpstore.Options{Token: registryToken, CAFile: certs.CA})
+		if err != nil {
 			return err
 		}
+		remote[i] = leasestore.New(d)
 		defer remote[i].Close()
 	}
 	leases := make([]*leasestore.Lease, registryWorkers)
@@ -130,11 +134,23 @@ func (b *bench) registryFigures() error {
 		rps float64
 	}
 	var rounds []round
+	var used cpuShares
+	renewals := 0
 	for range registryFloods {
+		before, err := readShares(srv.Process.Pid, b.redis.PID())
+		if err != nil {
+			return err
+		}
 		lat, took, err := flood(ctx, remote[:registryFlooders], leases)
 		if err != nil {
 			return fmt.Errorf("renewing back to back through serve: %w", err)
 		}
+		after, err := readShares(srv.Process.Pid, b.redis.PID())
+		if err != nil {
+			return err
+		}
+		used = used.add(after.sub(before))
+		renewals += len(lat)
 		rounds = append(rounds, round{lat, float64(len(lat)) / took.Seconds()})
 	}
 	slices.SortFunc(rounds, func(a, b round) int { return cmp.Compare(a.rps, b.rps) })
@@ -157,7 +173,40 @@ func (b *bench) registryFigures() error {
 		registryFlooders, registryFloods, registryFlood, rounds[0].rps, rounds[len(rounds)-1].rps))
 	line("registry_max_p50_ms", percentile(med.lat, 50), "ms", fmt.Sprintf("back to back, the median round; p99 %.2f ms", percentile(med.lat, 99)))
 	line("registry_max_rss_mb", rss, "MB", "the same after the back-to-back renewals")
+	per := func(sec float64) float64 { return sec / float64(renewals) * 1e6 }
+	total := per(used.serve + used.redis + used.clients)
+	line("registry_max_serve_cpu_us", per(used.serve), "us", "serve's CPU time a renewal back to back, over every round: steadier than the rate on a busy machine")
+	line("registry_max_redis_cpu_us", per(used.redis), "us", "Redis's")
+	line("registry_max_clients_cpu_us", per(used.clients), "us", "the bench's workers' (each its own TLS connection, as every run has)")
+	line("registry_max_ceiling_rps", 2e6/total, "req/s", fmt.Sprintf("what 2 idle cores give at most at %.0f us of CPU a renewal (serve, Redis and the workers); 15,000/s needs at most 133", total))
 	return nil
+}
+
+// cpuShares are CPU times (seconds) of serve, Redis and this process,
+// whose goroutines are the workers.
+type cpuShares struct{ serve, redis, clients float64 }
+
+// readShares reads the CPU times of serve (pid serve), Redis (pid redis)
+// and this process.
+func readShares(serve, redis int) (cpuShares, error) {
+	s, err := procCPU(serve)
+	if err != nil {
+		return cpuShares{}, err
+	}
+	r, err := procCPU(redis)
+	if err != nil {
+		return cpuShares{}, err
+	}
+	c, err := procCPU(os.Getpid())
+	return cpuShares{s, r, c}, err
+}
+
+func (a cpuShares) add(b cpuShares) cpuShares {
+	return cpuShares{a.serve + b.serve, a.redis + b.redis, a.clients + b.clients}
+}
+
+func (a cpuShares) sub(b cpuShares) cpuShares {
+	return cpuShares{a.serve - b.serve, a.redis - b.redis, a.clients - b.clients}
 }
 
 // startServe starts `leasectl serve` in front of the store at store ("":
@@ -230,7 +279,7 @@ func forWorkers(n int, do func(i int) error) error {
 // paced renews every worker's lease once per registryHeartbeat, each at a
 // random phase, for registryWindow, and returns the renewals' latencies
 // (ms) and how long it took.
-func paced(ctx context.Context, stores []leasestore.Store, leases []*leasestore.Lease) ([]float64, time.Duration, error) {
+func paced(ctx context.Context, stores []*leasestore.Store, leases []*leasestore.Lease) ([]float64, time.Duration, error) {
 	var mu sync.Mutex
 	var lat []float64
 	start := time.Now()
@@ -255,7 +304,7 @@ func paced(ctx context.Context, stores []leasestore.Store, leases []*leasestore.
 
 // flood renews the lease of each of stores's workers back to back for
 // registryFlood.
-func flood(ctx context.Context, stores []leasestore.Store, leases []*leasestore.Lease) ([]float64, time.Duration, error) {
+func flood(ctx context.Context, stores []*leasestore.Store, leases []*leasestore.Lease) ([]float64, time.Duration, error) {
 	var mu sync.Mutex
 	var lat []float64
 	start := time.Now()

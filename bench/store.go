@@ -67,8 +67,8 @@ func request(job string, ttl time.Duration, maxCrashes int) leasestore.AcquireRe
 
 // seed runs do for jobs 0..n-1 from seedClients clients at once, each a
 // store of its own at url, in namespace.
-func seed(ctx context.Context, url, namespace string, n int, do func(s leasestore.Store, i int) error) error {
-	clients := make([]leasestore.Store, seedClients)
+func seed(ctx context.Context, url, namespace string, n int, do func(s *leasestore.Store, i int) error) error {
+	clients := make([]*leasestore.Store, seedClients)
 	for w := range clients {
 		s, err := leasestore.Open(ctx, url, namespace)
 		if err != nil {
@@ -98,7 +98,7 @@ func seed(ctx context.Context, url, namespace string, n int, do func(s leasestor
 // their supervisors had been SIGKILLed. They never reach quarantine, so
 // each round crashes them again.
 func seedCrashes(ctx context.Context, url, namespace string) error {
-	err := seed(ctx, url, namespace, scanCrashed, func(s leasestore.Store, i int) error {
+	err := seed(ctx, url, namespace, scanCrashed, func(s *leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(fmt.Sprintf("crash-%04d", i), crashTTL, math.MaxInt32))
 		return err
 	})
@@ -111,7 +111,7 @@ func seedCrashes(ctx context.Context, url, namespace string) error {
 // with no crash at all; its lines are named after prefix. settle, if not
 // nil, runs once the live jobs are in (PostgreSQL's VACUUM ANALYZE).
 func (b *bench) scan(ctx context.Context, url, namespace, prefix string, settle func() error) error {
-	err := seed(ctx, url, namespace, scanLive, func(s leasestore.Store, i int) error {
+	err := seed(ctx, url, namespace, scanLive, func(s *leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(fmt.Sprintf("live-%06d", i), time.Hour, 3))
 		return err
 	})
@@ -195,7 +195,7 @@ func (b *bench) memory(ctx context.Context, srv *redistest.Server) error {
 // full histories keep their size).
 func restAndFlight(ctx context.Context, url, namespace string, n int, measure func() (int64, error)) (rested, running int64, err error) {
 	job := func(i int) string { return fmt.Sprintf("encode-%06d", i) }
-	err = seed(ctx, url, namespace, n, func(s leasestore.Store, i int) error {
+	err = seed(ctx, url, namespace, n, func(s *leasestore.Store, i int) error {
 		for range leasestore.HistoryLimit/2 + 1 {
 			l, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
 			if err != nil {
@@ -213,7 +213,7 @@ func restAndFlight(ctx context.Context, url, namespace string, n int, measure fu
 	if rested, err = measure(); err != nil {
 		return 0, 0, err
 	}
-	err = seed(ctx, url, namespace, n, func(s leasestore.Store, i int) error {
+	err = seed(ctx, url, namespace, n, func(s *leasestore.Store, i int) error {
 		_, err := s.Acquire(ctx, request(job(i), time.Hour, 3))
 		return err
 	})

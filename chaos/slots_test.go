@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasectl/leasectl/internal/faultproxy"
 	"github.com/leasectl/leasectl/internal/registrytest"
+	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/filestore"
 )
 
@@ -49,7 +50,7 @@ var slotsModes = []slotsMode{
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
-		reg := registrytest.Start(t, store, "chaos")
+		reg := registrytest.Start(t, leasestore.New(store), "chaos")
 		p, err := faultproxy.Start(strings.TrimPrefix(reg.URL, "https://"))
 		if err != nil {
 			t.Fatal(err)

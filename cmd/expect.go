@@ -107,7 +107,7 @@ func expectRun(ctx context.Context, opts *ExpectOptions) error {
 		x = &leasestore.Expectation{Every: opts.Every, Grace: opts.Grace}
 		action = inspect.ActionExpectationSet
 	}
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		if err := s.Expect(ctx, opts.Job, x, leasestore.Note{By: opts.By, Reason: opts.Reason}); err != nil {
 			return fmt.Errorf("expect job %q: %w", opts.Job, err)
 		}

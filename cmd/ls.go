@@ -14,7 +14,7 @@ import (
 type LsOptions struct {
 	IO        *IOStreams
 	Now       func() time.Time
-	OpenStore func(context.Context) (leasestore.Store, error)
+	OpenStore func(context.Context) (*leasestore.Store, error)
 
 	JSON bool
 }
@@ -51,7 +51,7 @@ arguments, 69 if the store is unreachable.`,
 }
 
 func lsRun(ctx context.Context, opts *LsOptions) error {
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		leases, err := s.Leases(ctx)
 		if err != nil {
 			return fmt.Errorf("list leases: %w", err)

@@ -91,7 +91,7 @@ func (o *NotifyOptions) validate() error {
 // startNotifier makes reaper record notices, and, when validate built
 // sinks, starts delivering them beside the reaper's passes every interval.
 // The returned func waits for the delivery to end once ctx is done.
-func (o *NotifyOptions) startNotifier(ctx context.Context, store leasestore.Store, reaper *inspect.Reaper, namespace string,
+func (o *NotifyOptions) startNotifier(ctx context.Context, store *leasestore.Store, reaper *inspect.Reaper, namespace string,
 	interval time.Duration, log zerolog.Logger) (wait func()) {
 	reaper.RecordNotices = true
 	reaper.NoticeFailed = noticeFailed(log)
@@ -134,7 +134,7 @@ func noticeFailed(log zerolog.Logger) func(error) {
 
 // recordNotice records n after an operator's action, warning on stderr
 // when it cannot: the action is done, only its notification is lost.
-func recordNotice(ctx context.Context, io *IOStreams, s leasestore.Store, n leasestore.Notice) {
+func recordNotice(ctx context.Context, io *IOStreams, s *leasestore.Store, n leasestore.Notice) {
 	if err := s.PutNotices(ctx, []leasestore.Notice{n}); err != nil {
 		fmt.Fprintf(io.ErrOut, "leasectl: warning: the notice of this action could not be recorded, so it will not be notified: %v\n", err)
 	}

@@ -61,7 +61,7 @@ func realStores(t *testing.T) map[string]func(t *testing.T) realStore {
 }
 
 // open opens a client of rs, as another process would.
-func (rs realStore) open(t *testing.T) leasestore.Store {
+func (rs realStore) open(t *testing.T) *leasestore.Store {
 	t.Helper()
 	s, err := leasestore.Open(context.Background(), rs.url, rs.namespace)
 	if err != nil {
@@ -85,7 +85,7 @@ func (rs realStore) leasectl(t *testing.T, args ...string) (string, string, int)
 }
 
 // startRun acquires job's lease as a supervisor would.
-func startRun(t *testing.T, s leasestore.Store, job, worker string, ttl time.Duration) *leasestore.Lease {
+func startRun(t *testing.T, s *leasestore.Store, job, worker string, ttl time.Duration) *leasestore.Lease {
 	t.Helper()
 	l, err := s.Acquire(context.Background(), leasestore.AcquireRequest{
 		Job: job, Holder: worker, Host: "host-a", PID: 4242, Command: []string{"./job.sh"},
@@ -99,7 +99,7 @@ func startRun(t *testing.T, s leasestore.Store, job, worker string, ttl time.Dur
 
 // crashRun acquires job's lease and lets it expire without a release: a
 // supervisor that was SIGKILLed.
-func crashRun(t *testing.T, s leasestore.Store, job, worker string) *leasestore.Lease {
+func crashRun(t *testing.T, s *leasestore.Store, job, worker string) *leasestore.Lease {
 	t.Helper()
 	l := startRun(t, s, job, worker, crashTTL)
 	time.Sleep(crashTTL + expiryMargin)

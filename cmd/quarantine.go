@@ -47,7 +47,7 @@ An operator can also quarantine a job by hand, as a kill switch.`,
 type QuarantineOptions struct {
 	IO        *IOStreams
 	Now       func() time.Time
-	OpenStore func(context.Context) (leasestore.Store, error)
+	OpenStore func(context.Context) (*leasestore.Store, error)
 
 	Job    string // show, release, add
 	Reason string // release, add
@@ -106,7 +106,7 @@ arguments, 69 if the store is unreachable.`,
 }
 
 func quarantineListRun(ctx context.Context, opts *QuarantineOptions) error {
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		qs, err := s.Quarantined(ctx)
 		if err != nil {
 			return fmt.Errorf("list quarantined jobs: %w", err)
@@ -155,7 +155,7 @@ Exit status: 0 quarantined, 1 not quarantined (one line on stderr says so),
 }
 
 func quarantineShowRun(ctx context.Context, opts *QuarantineOptions) error {
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		st, err := s.Status(ctx, opts.Job)
 		if err != nil {
 			return fmt.Errorf("status of job %q: %w", opts.Job, err)
@@ -211,7 +211,7 @@ needs the operator role).`,
 }
 
 func quarantineReleaseRun(ctx context.Context, opts *QuarantineOptions) error {
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		err := s.ReleaseQuarantine(ctx, opts.Job, leasestore.Note{By: opts.By, Reason: opts.Reason})
 		if errors.Is(err, leasestore.ErrNotQuarantined) {
 			return exitWith(exitFailure, fmt.Errorf("job %q is not quarantined", opts.Job))
@@ -265,7 +265,7 @@ needs the operator role).`,
 }
 
 func quarantineAddRun(ctx context.Context, opts *QuarantineOptions) error {
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		if err := s.Quarantine(ctx, opts.Job, leasestore.Note{By: opts.By, Reason: opts.Reason}); err != nil {
 			return fmt.Errorf("quarantine job %q: %w", opts.Job, err)
 		}

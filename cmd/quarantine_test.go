@@ -76,7 +76,7 @@ func TestOperatorWithoutUser(t *testing.T) {
 	}
 }
 
-func quarantineOpts(ios *IOStreams, s leasestore.Store, job string, asJSON bool) *QuarantineOptions {
+func quarantineOpts(ios *IOStreams, s leasestore.Driver, job string, asJSON bool) *QuarantineOptions {
 	return &QuarantineOptions{IO: ios, Now: fixedNow, OpenStore: opener(s), Job: job, Reason: "fixed the input file (INC-1234)", By: "alice@ops-1", JSON: asJSON}
 }
 

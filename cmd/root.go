@@ -62,7 +62,7 @@ type Factory struct {
 	Globals *GlobalOptions
 	Now     func() time.Time
 	// OpenStore opens the store named by the global flags.
-	OpenStore func(ctx context.Context) (leasestore.Store, error)
+	OpenStore func(ctx context.Context) (*leasestore.Store, error)
 	// Outbox returns this host's outbox for the store and namespace named
 	// by the global flags (package outbox), or nil when the state folder is
 	// unknown.
@@ -89,7 +89,7 @@ func NewFactory() *Factory {
 		Globals: g,
 		Now:     time.Now,
 	}
-	f.OpenStore = func(ctx context.Context) (leasestore.Store, error) {
+	f.OpenStore = func(ctx context.Context) (*leasestore.Store, error) {
 		s, err := leasestore.Open(ctx, g.Store, g.Namespace)
 		var urlErr *leasestore.URLError
 		var nsErr *leasestore.NamespaceError

@@ -33,7 +33,7 @@ const minPassTimeout = 5 * time.Second
 type ScanOptions struct {
 	IO        *IOStreams
 	Now       func() time.Time
-	OpenStore func(context.Context) (leasestore.Store, error)
+	OpenStore func(context.Context) (*leasestore.Store, error)
 	Logger    func() (zerolog.Logger, error)
 	// Outbox returns this host's outbox, whose late outcomes each pass
 	// delivers first; nil when there is none.
@@ -179,7 +179,7 @@ func scanRun(ctx context.Context, opts *ScanOptions) error {
 	if opts.Watch {
 		return scanWatch(ctx, opts)
 	}
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		if box := opts.outbox(); box != nil && box.Pending() {
 			log, err := opts.Logger()
 			if err != nil {

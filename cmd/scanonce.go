@@ -20,7 +20,7 @@ var failOnChoices = []string{"crashed", "overdue", "quarantined"}
 // exitFound when --fail-on names something it found. When listing the
 // overdue jobs fails (a registry older than expectations), the scan goes
 // on with a warning, unless --overdue or --fail-on overdue asked for them.
-func scanOnce(ctx context.Context, opts *ScanOptions, s leasestore.Store) error {
+func scanOnce(ctx context.Context, opts *ScanOptions, s *leasestore.Store) error {
 	reaper := &inspect.Reaper{Store: s, RecordNotices: true, NoticeFailed: func(err error) {
 		fmt.Fprintf(opts.IO.ErrOut, "leasectl: warning: %v\n", err)
 	}}

@@ -30,7 +30,7 @@ const defaultRateLimit = 1000
 type ServeOptions struct {
 	IO        *IOStreams
 	Globals   *GlobalOptions
-	OpenStore func(context.Context) (leasestore.Store, error)
+	OpenStore func(context.Context) (*leasestore.Store, error)
 	Logger    func() (zerolog.Logger, error)
 
 	Listen                    string
@@ -260,7 +260,7 @@ func reloadOnHUP(ctx context.Context, hup <-chan os.Signal, path string, srv *re
 
 // reap runs the reaper every interval until ctx is done, logging what it
 // counts.
-func reap(ctx context.Context, store leasestore.Store, m *inspect.Metrics, opts *ServeOptions, log zerolog.Logger) {
+func reap(ctx context.Context, store *leasestore.Store, m *inspect.Metrics, opts *ServeOptions, log zerolog.Logger) {
 	interval := opts.ReapInterval
 	reaper := &inspect.Reaper{Store: store, Metrics: m, PassTimeout: max(interval, minPassTimeout),
 		OnOverdue:   func(c inspect.OverdueChange) error { logOverdue(log, c); return nil },

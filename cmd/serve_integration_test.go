@@ -567,7 +567,7 @@ func (h conformanceHarness) NewStore(t testing.TB) storetest.Fixture {
 	rs.store = url
 	reg := rs.serve(t, "127.0.0.1:0", "--namespace", ns)
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store {
+		Open: func(t testing.TB) leasestore.Driver {
 			s, err := httpstore.Open(reg.url, ns, httpstore.Options{Token: registrytest.OperatorToken, CAFile: rs.certs.CA})
 			if err != nil {
 				t.Fatal(err)

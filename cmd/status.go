@@ -29,7 +29,7 @@ const jsonFlagHelp = "print JSON (schema: see the inspect package documentation)
 
 // withStore opens the store, runs fn with it and closes it, all bounded by
 // onCallTimeout.
-func withStore(ctx context.Context, open func(context.Context) (leasestore.Store, error), fn func(context.Context, leasestore.Store) error) (err error) {
+func withStore(ctx context.Context, open func(context.Context) (*leasestore.Store, error), fn func(context.Context, *leasestore.Store) error) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, onCallTimeout)
 	defer cancel()
 	s, err := open(ctx)
@@ -58,7 +58,7 @@ func printer(ios *IOStreams, asJSON bool, now time.Time) *inspect.Printer {
 type StatusOptions struct {
 	IO        *IOStreams
 	Now       func() time.Time
-	OpenStore func(context.Context) (leasestore.Store, error)
+	OpenStore func(context.Context) (*leasestore.Store, error)
 
 	Job  string
 	JSON bool
@@ -108,7 +108,7 @@ is unreachable.`,
 }
 
 func statusRun(ctx context.Context, opts *StatusOptions) error {
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		st, err := s.Status(ctx, opts.Job)
 		if err != nil {
 			return fmt.Errorf("status of job %q: %w", opts.Job, err)

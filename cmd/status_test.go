@@ -88,7 +88,7 @@ func (s *stubStore) Subscribe(context.Context, string, string) (leasestore.Subsc
 	return nil, errors.New("stub: Subscribe is not used by the on-call commands")
 }
 
-func (s *stubStore) MaxSlots() int { return 1 }
+func (s *stubStore) Limits() leasestore.Limits { return leasestore.Limits{MaxSlots: 1} }
 
 func (s *stubStore) Leave(context.Context, string, string) error {
 	return errors.New("stub: Leave is not used by the on-call commands")
@@ -98,12 +98,8 @@ func (s *stubStore) RecordLate(context.Context, leasestore.LateOutcome) (leasest
 	return leasestore.Correction{}, errors.New("stub: RecordLate is not used by the on-call commands")
 }
 
-func (s *stubStore) WatchTokens(context.Context, string, func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	return nil, errors.New("stub: WatchTokens is not used by the on-call commands")
-}
-
-func (s *stubStore) SyncTokens(context.Context) error {
-	return errors.New("stub: SyncTokens is not used by the on-call commands")
+func (s *stubStore) StartTokens(context.Context, *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	return nil, errors.New("stub: the token feed is not used by the on-call commands")
 }
 
 func (s *stubStore) Scan(context.Context) ([]leasestore.Crash, error) { return s.crashes, s.err }
@@ -297,9 +293,9 @@ func testStreams(tty bool) (*IOStreams, *bytes.Buffer, *bytes.Buffer) {
 	return &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, StdoutTTY: tty, StderrTTY: tty}, &out, &errOut
 }
 
-// opener returns an OpenStore that hands out s.
-func opener(s leasestore.Store) func(context.Context) (leasestore.Store, error) {
-	return func(context.Context) (leasestore.Store, error) { return s, nil }
+// opener returns an OpenStore that hands out the portable Store over d.
+func opener(d leasestore.Driver) func(context.Context) (*leasestore.Store, error) {
+	return func(context.Context) (*leasestore.Store, error) { return leasestore.New(d), nil }
 }
 
 func fixedNow() time.Time { return oncallNow }
@@ -442,7 +438,7 @@ func TestOpenStoreFailureIsReported(t *testing.T) {
 	ios, _, _ := testStreams(false)
 	bad := usageError(errors.New(`invalid --store "ftp://x": use redis://, rediss:// or file://`))
 	err := lsRun(context.Background(), &LsOptions{IO: ios, Now: fixedNow,
-		OpenStore: func(context.Context) (leasestore.Store, error) { return nil, bad }})
+		OpenStore: func(context.Context) (*leasestore.Store, error) { return nil, bad }})
 	if code := exitCode(err); code != exitUsage {
 		t.Fatalf("exit %d, want %d", code, exitUsage)
 	}

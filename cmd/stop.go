@@ -55,7 +55,7 @@ token's role (it needs the operator role).`,
 }
 
 func stopRun(ctx context.Context, opts *QuarantineOptions) error {
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		err := s.Stop(ctx, opts.Job, leasestore.Note{By: opts.By, Reason: opts.Reason})
 		if errors.Is(err, leasestore.ErrNotRunning) {
 			return exitWith(exitFailure, fmt.Errorf("job %q is not running: nothing to stop", opts.Job))

@@ -43,7 +43,7 @@ migrates on first use when its role may; 'store migrate' does it ahead of time.`
 // StoreMigrateOptions are `leasectl store migrate`'s inputs.
 type StoreMigrateOptions struct {
 	IO        *IOStreams
-	OpenStore func(context.Context) (leasestore.Store, error)
+	OpenStore func(context.Context) (*leasestore.Store, error)
 
 	SQL  bool
 	JSON bool
@@ -89,8 +89,8 @@ than this leasectl.`,
 }
 
 func storeMigrateRun(ctx context.Context, opts *StoreMigrateOptions) error {
-	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
-		m, ok := s.(migrator)
+	return withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
+		m, ok := s.Driver().(migrator)
 		if !ok {
 			_, err := fmt.Fprintln(opts.IO.ErrOut, "this store keeps no schema: nothing to migrate")
 			return err

@@ -33,7 +33,7 @@ script can fence its final commit step.`,
 type TokenCheckOptions struct {
 	IO        *IOStreams
 	Now       func() time.Time
-	OpenStore func(context.Context) (leasestore.Store, error)
+	OpenStore func(context.Context) (*leasestore.Store, error)
 
 	Job   string
 	Token int64
@@ -95,7 +95,7 @@ store is unreachable.`,
 
 func tokenCheckRun(ctx context.Context, opts *TokenCheckOptions) error {
 	var check inspect.TokenCheck
-	err := withStore(ctx, opts.OpenStore, func(ctx context.Context, s leasestore.Store) error {
+	err := withStore(ctx, opts.OpenStore, func(ctx context.Context, s *leasestore.Store) error {
 		var err error
 		check, err = inspect.CheckToken(ctx, s, opts.Job, opts.Token)
 		return err

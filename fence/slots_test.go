@@ -117,7 +117,7 @@ func TestSlotsFencedApartOnRealStores(t *testing.T) {
 
 // threeRuns returns three live runs of a job of three slots on a fresh
 // embedded store, and the checker's client of that store.
-func threeRuns(t *testing.T) (leasestore.Store, []*leasestore.Lease) {
+func threeRuns(t *testing.T) (*leasestore.Store, []*leasestore.Lease) {
 	dir := t.TempDir()
 	checked, holder := openEmbedded(t, dir), openEmbedded(t, dir)
 	var runs []*leasestore.Lease

@@ -39,13 +39,13 @@ type realStore struct {
 	feed bool // the store is a leasestore.TokenFeed
 	// open returns the checker's client and a holder's client of a fresh
 	// store, and a wipe that loses all its data.
-	open func(t *testing.T) (checked, holder leasestore.Store, wipe func())
+	open func(t *testing.T) (checked, holder *leasestore.Store, wipe func())
 }
 
 var namespaces atomic.Int64
 
 var realStores = []realStore{
-	{"redis", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
+	{"redis", true, func(t *testing.T) (*leasestore.Store, *leasestore.Store, func()) {
 		srv := testRedis.Get(t)
 		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
 		wipe := func() {
@@ -55,7 +55,7 @@ var realStores = []realStore{
 		}
 		return openRedis(t, srv.URL, ns), openRedis(t, srv.URL, ns), wipe
 	}},
-	{"postgres", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
+	{"postgres", true, func(t *testing.T) (*leasestore.Store, *leasestore.Store, func()) {
 		srv := testPG.Get(t)
 		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
 		wipe := func() {
@@ -67,7 +67,7 @@ var realStores = []realStore{
 		}
 		return openPG(t, srv.URL, ns), openPG(t, srv.URL, ns), wipe
 	}},
-	{"embedded", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
+	{"embedded", true, func(t *testing.T) (*leasestore.Store, *leasestore.Store, func()) {
 		dir := t.TempDir()
 		wipe := func() {
 			// The embedded store's data (leasestore/filestore, file.go).
@@ -77,7 +77,7 @@ var realStores = []realStore{
 		}
 		return openEmbedded(t, dir), openEmbedded(t, dir), wipe
 	}},
-	{"registry", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
+	{"registry", true, func(t *testing.T) (*leasestore.Store, *leasestore.Store, func()) {
 		// The checker reads through the registry with a reader's token; the
 		// holder runs through it with a worker's, as a downstream service and
 		// a fleet of workers would. The registry's embedded store has a
@@ -90,9 +90,9 @@ var realStores = []realStore{
 				t.Fatal(err)
 			}
 		}
-		return reg.Open(t, "leasectl", registrytest.ReaderToken), reg.Open(t, "leasectl", registrytest.WorkerToken), wipe
+		return leasestore.New(reg.Open(t, "leasectl", registrytest.ReaderToken)), leasestore.New(reg.Open(t, "leasectl", registrytest.WorkerToken)), wipe
 	}},
-	{"etcd", true, func(t *testing.T) (leasestore.Store, leasestore.Store, func()) {
+	{"etcd", true, func(t *testing.T) (*leasestore.Store, *leasestore.Store, func()) {
 		c := testEtcd.Get(t)
 		ns := fmt.Sprintf("fence%d", namespaces.Add(1))
 		wipe := func() {
@@ -121,46 +121,46 @@ func patternsFor(t *testing.T, kind realStore) []Pattern {
 	return []Pattern{Authoritative, BoundedStaleness}
 }
 
-func openEtcd(t *testing.T, url, ns string) leasestore.Store {
+func openEtcd(t *testing.T, url, ns string) *leasestore.Store {
 	t.Helper()
-	return storetest.Open(t, etcdstore.Open, url, ns)
+	return leasestore.New(storetest.Open(t, etcdstore.Open, url, ns))
 }
 
-func openRedis(t *testing.T, url, ns string) leasestore.Store {
+func openRedis(t *testing.T, url, ns string) *leasestore.Store {
 	t.Helper()
-	return storetest.Open(t, redisstore.Open, url, ns)
+	return leasestore.New(storetest.Open(t, redisstore.Open, url, ns))
 }
 
-func openPG(t *testing.T, url, ns string) leasestore.Store {
+func openPG(t *testing.T, url, ns string) *leasestore.Store {
 	t.Helper()
-	return storetest.Open(t, pgstore.Open, url, ns)
+	return leasestore.New(storetest.Open(t, pgstore.Open, url, ns))
 }
 
-func openEmbedded(t *testing.T, dir string) leasestore.Store {
+func openEmbedded(t *testing.T, dir string) *leasestore.Store {
 	t.Helper()
-	return storetest.Open(t, filestore.Open, dir, "leasectl")
+	return leasestore.New(storetest.Open(t, filestore.Open, dir, "leasectl"))
 }
 
 // settle waits, with WriteThrough, until every change the store published
 // has reached the checker (the feed's heartbeat is a barrier).
-func settle(t *testing.T, p Pattern, checked leasestore.Store) {
+func settle(t *testing.T, p Pattern, checked leasestore.TokenFeed) {
 	t.Helper()
 	if p != WriteThrough {
 		return
 	}
-	if err := checked.(leasestore.TokenFeed).SyncTokens(storetest.Ctx(t)); err != nil {
+	if err := checked.SyncTokens(storetest.Ctx(t)); err != nil {
 		t.Fatalf("SyncTokens: %v", err)
 	}
 }
 
 // resync runs the feed's heartbeat until it succeeds: a heartbeat fails
 // while a watch has not read its state again since its connection was lost.
-func resync(t *testing.T, checked leasestore.Store) {
+func resync(t *testing.T, checked leasestore.TokenFeed) {
 	t.Helper()
 	deadline := time.Now().Add(storetest.HangGuard)
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		err := checked.(leasestore.TokenFeed).SyncTokens(ctx)
+		err := checked.SyncTokens(ctx)
 		cancel()
 		if err == nil {
 			return
@@ -419,7 +419,7 @@ func TestWriteThroughAfterARedisRestart(t *testing.T) {
 func TestWriteThroughAcrossARegistryRestart(t *testing.T) {
 	backend := openEmbedded(t, t.TempDir())
 	reg := registrytest.Start(t, backend, "leasectl")
-	checked := reg.Open(t, "leasectl", registrytest.ReaderToken)
+	checked := leasestore.New(reg.Open(t, "leasectl", registrytest.ReaderToken))
 	c, _ := checker(t, checked, Options{Pattern: WriteThrough})
 	zombie := storetest.Acquire(t, backend, storetest.Request("job", "a", storetest.LongTTL))
 	accept(t, c, "job", zombie.Token)
@@ -461,25 +461,23 @@ func TestWriteThroughAcrossARegistryRestart(t *testing.T) {
 	}
 }
 
-// deadFeed is a store whose token feed cannot be reached (its LISTEN
-// connection refused, say) while the rest of it can.
-type deadFeed struct{ leasestore.Store }
+// deadFeed is a store's driver whose token feed cannot be reached (its
+// LISTEN connection refused, say) while the rest of it can.
+type deadFeed struct{ leasestore.Driver }
 
 var errFeedDown = &leasestore.UnavailableError{Op: "watch tokens", Err: errors.New("the feed's connection is refused")}
 
-func (deadFeed) WatchTokens(context.Context, string, func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+func (deadFeed) StartTokens(context.Context, *leasestore.TokenHub) (leasestore.TokenSource, error) {
 	return nil, errFeedDown
 }
-
-func (deadFeed) SyncTokens(context.Context) error { return errFeedDown }
 
 // Through a registry whose store's feed is down, write-through may be
 // chosen, but every watch fails unavailable, so every check asks the
 // store, which refuses the zombie.
 func TestWriteThroughThroughARegistryWhoseFeedIsDown(t *testing.T) {
-	backend := openEmbedded(t, t.TempDir())
-	reg := registrytest.Start(t, deadFeed{backend}, "leasectl")
-	checked := reg.Open(t, "leasectl", registrytest.ReaderToken)
+	backend := storetest.Open(t, filestore.Open, t.TempDir(), "leasectl")
+	reg := registrytest.Start(t, leasestore.New(deadFeed{backend}), "leasectl")
+	checked := leasestore.New(reg.Open(t, "leasectl", registrytest.ReaderToken))
 	_, err := checked.WatchTokens(storetest.Ctx(t), "job", func(leasestore.TokenState) {})
 	if !errors.Is(err, leasestore.ErrUnavailable) {
 		t.Fatalf("WatchTokens through a registry whose store's feed is down: %v, want unavailable", err)

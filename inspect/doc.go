@@ -3,7 +3,7 @@
 // token checks, the reaper's Prometheus metrics, and the rendering of all of
 // it as terminal tables, tab-separated lines or JSON.
 //
-// It sees only the leasestore.Operator interface. What it guarantees comes from
+// It uses the leasestore.Operator half of a store. What it guarantees comes from
 // the store: a crash is counted exactly once, whether the reaper or the
 // job's next run finds it, so several reapers may watch one store. What it
 // does not guarantee: that a crash is found sooner than its liveness TTL

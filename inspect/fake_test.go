@@ -13,7 +13,7 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 )
 
-// fakeStore is an in-memory leasestore.Store with a hand-moved clock. It
+// fakeStore is an in-memory leasestore.Driver with a hand-moved clock. It
 // follows the store semantics closely enough for the reaper's logic
 // (crashes consumed once, quarantine at the run's threshold, gauges), not
 // the full conformance suite. Subscribe is not supported.
@@ -357,8 +357,8 @@ func (s *fakeStore) Subscribe(context.Context, string, string) (leasestore.Subsc
 	return nil, errors.New("fake store: Subscribe is not supported")
 }
 
-// MaxSlots is one: the fake keeps one run per job.
-func (s *fakeStore) MaxSlots() int { return 1 }
+// Limits are one slot and every TTL: the fake keeps one run per job.
+func (s *fakeStore) Limits() leasestore.Limits { return leasestore.Limits{MaxSlots: 1} }
 
 func (s *fakeStore) Leave(context.Context, string, string) error {
 	return errors.New("fake store: Leave is not supported")
@@ -368,12 +368,8 @@ func (s *fakeStore) RecordLate(context.Context, leasestore.LateOutcome) (leasest
 	return leasestore.Correction{}, errors.New("fake store: RecordLate is not supported")
 }
 
-func (s *fakeStore) WatchTokens(context.Context, string, func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	return nil, errors.New("fake store: WatchTokens is not supported")
-}
-
-func (s *fakeStore) SyncTokens(context.Context) error {
-	return errors.New("fake store: SyncTokens is not supported")
+func (s *fakeStore) StartTokens(context.Context, *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	return nil, errors.New("fake store: the token feed is not supported")
 }
 
 func (s *fakeStore) PutNotices(_ context.Context, notices []leasestore.Notice) error {
@@ -406,4 +402,4 @@ func (s *fakeStore) SettleNotice(context.Context, string, string, leasestore.Set
 
 func (s *fakeStore) Close() error { return nil }
 
-var _ leasestore.Store = (*fakeStore)(nil)
+var _ leasestore.Driver = (*fakeStore)(nil)

@@ -13,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/leasectl/leasectl/leasestore"
 )
 
 // gather renders m and parses it back with the Prometheus client's own
@@ -70,7 +72,7 @@ func TestServeExposesTheReapersMetricsOnly(t *testing.T) {
 	m := newMetrics(t)
 	acquire(t, s, "j", "w1", time.Second, 3)
 	s.advance(2 * time.Second)
-	if _, err := (&Reaper{Store: s, Metrics: m}).Pass(context.Background()); err != nil {
+	if _, err := (&Reaper{Store: leasestore.New(s), Metrics: m}).Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 

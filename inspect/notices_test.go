@@ -33,7 +33,7 @@ func TestReaperRecordsOverdueOnceAcrossARestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	first := &Reaper{Store: s, RecordNotices: true, NoticeFailed: func(err error) { t.Error(err) }}
+	first := &Reaper{Store: leasestore.New(s), RecordNotices: true, NoticeFailed: func(err error) { t.Error(err) }}
 	pass(first)
 	pass(first)
 	if got := noticeKinds(s); len(got) != 1 || got[0] != "overdue nightly" {
@@ -44,7 +44,7 @@ func TestReaperRecordsOverdueOnceAcrossARestart(t *testing.T) {
 		t.Errorf("overdue notice %+v, want due %s and its key", s.notices[0], want)
 	}
 
-	restarted := &Reaper{Store: s, RecordNotices: true, NoticeFailed: func(err error) { t.Error(err) }}
+	restarted := &Reaper{Store: leasestore.New(s), RecordNotices: true, NoticeFailed: func(err error) { t.Error(err) }}
 	complete(t, s, "nightly")
 	pass(restarted)
 	got := noticeKinds(s)
@@ -64,14 +64,14 @@ func TestReaperKeepsNoticesTheStoreRefused(t *testing.T) {
 	acquire(t, s, "job", "w1", time.Minute, 3)
 	s.advance(2 * time.Minute)
 	var failures []error
-	r := &Reaper{Store: s, RecordNotices: true, NoticeFailed: func(err error) { failures = append(failures, err) }}
+	r := &Reaper{Store: leasestore.New(s), RecordNotices: true, NoticeFailed: func(err error) { failures = append(failures, err) }}
 	refusing := &refusingNotices{fakeStore: s}
-	r.Store = refusing
+	r.Store = leasestore.New(refusing)
 	crashes, err := r.Pass(context.Background())
 	if err != nil || len(crashes) != 1 || len(failures) == 0 {
 		t.Fatalf("pass with the notices refused: %v, %v, failures %v; want the crash, the pass fine, a failure reported", crashes, err, failures)
 	}
-	r.Store = s
+	r.Store = leasestore.New(s)
 	if _, err := r.Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}

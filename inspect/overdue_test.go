@@ -16,7 +16,7 @@ import (
 var alice = leasestore.Note{By: "alice", Reason: "nightly"}
 
 // expect sets job's expectation on s, failing the test if it cannot.
-func expect(t *testing.T, s leasestore.Store, job string, every, grace time.Duration) {
+func expect(t *testing.T, s leasestore.Driver, job string, every, grace time.Duration) {
 	t.Helper()
 	if err := s.Expect(context.Background(), job, &leasestore.Expectation{Every: every, Grace: grace}, alice); err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func expect(t *testing.T, s leasestore.Store, job string, every, grace time.Dura
 }
 
 // complete runs job once to a success on s.
-func complete(t *testing.T, s leasestore.Store, job string) {
+func complete(t *testing.T, s leasestore.Driver, job string) {
 	t.Helper()
 	l := acquire(t, s, job, "w-"+job, time.Minute, 3)
 	if err := s.Release(context.Background(), l, leasestore.Outcome{Result: leasestore.ResultCompleted, Duration: 1500 * time.Millisecond}); err != nil {
@@ -44,7 +44,7 @@ func TestWatchReportsOverdueChanges(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	r := &Reaper{Store: s, OnOverdue: func(c OverdueChange) error { changes <- c; return nil }}
+	r := &Reaper{Store: leasestore.New(s), OnOverdue: func(c OverdueChange) error { changes <- c; return nil }}
 	go func() {
 		done <- r.Watch(ctx, ticks, func([]leasestore.Crash) error { return nil },
 			func(err error) { t.Errorf("unexpected pass failure: %v", err) })
@@ -110,7 +110,7 @@ func TestMetricsPerJob(t *testing.T) {
 	s.advance(2 * time.Hour)
 	passAt := time.Date(2026, 3, 1, 5, 0, 0, 0, time.UTC)
 	m := NewMetrics()
-	r := &Reaper{Store: s, Metrics: m, Now: func() time.Time { return passAt }}
+	r := &Reaper{Store: leasestore.New(s), Metrics: m, Now: func() time.Time { return passAt }}
 	if _, err := r.Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestMetricsPerJobAreBounded(t *testing.T) {
 	expect(t, s, "zz-last-by-id", time.Minute, 0)
 	s.advance(2 * time.Minute)
 	m := NewMetrics()
-	if _, err := (&Reaper{Store: s, Metrics: m}).Pass(context.Background()); err != nil {
+	if _, err := (&Reaper{Store: leasestore.New(s), Metrics: m}).Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := series(t, m)
@@ -290,7 +290,7 @@ func TestMetricsPerJobAtTheLimit(t *testing.T) {
 		s.job(fmt.Sprintf("job-%05d", i))
 	}
 	m := NewMetrics()
-	if _, err := (&Reaper{Store: s, Metrics: m}).Pass(context.Background()); err != nil {
+	if _, err := (&Reaper{Store: leasestore.New(s), Metrics: m}).Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := series(t, m)
@@ -316,7 +316,7 @@ func TestWatchGoesOnWithoutOverdueJobs(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	said := make(chan error, 2)
-	r := &Reaper{Store: overdueless{s}, Metrics: NewMetrics(), Now: func() time.Time { return t0 },
+	r := &Reaper{Store: leasestore.New(overdueless{s}), Metrics: NewMetrics(), Now: func() time.Time { return t0 },
 		OnOverdue:   func(OverdueChange) error { return nil },
 		Unsupported: func(err error) { said <- err }}
 	go func() {

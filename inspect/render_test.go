@@ -179,16 +179,16 @@ func TestCheckToken(t *testing.T) {
 	cur := acquire(t, s, "j", "w2", time.Minute, 3)
 	ctx := context.Background()
 
-	got, err := CheckToken(ctx, s, "j", cur.Token)
+	got, err := CheckToken(ctx, leasestore.New(s), "j", cur.Token)
 	if err != nil || !got.Valid || got.Reason != "" {
 		t.Fatalf("current token: %+v, %v; want valid", got, err)
 	}
-	got, err = CheckToken(ctx, s, "j", old.Token)
+	got, err = CheckToken(ctx, leasestore.New(s), "j", old.Token)
 	if err != nil || got.Valid || got.Current != cur.Token || !got.Live || got.Reason == "" {
 		t.Fatalf("previous token: %+v, %v; want stale, with the current token and a reason", got, err)
 	}
 	s.fail = &leasestore.UnavailableError{Op: "check", Err: errors.New("connection refused")}
-	if _, err := CheckToken(ctx, s, "j", cur.Token); !errors.Is(err, leasestore.ErrUnavailable) {
+	if _, err := CheckToken(ctx, leasestore.New(s), "j", cur.Token); !errors.Is(err, leasestore.ErrUnavailable) {
 		t.Fatalf("unreachable store: %v, want an error, not a verdict", err)
 	}
 }

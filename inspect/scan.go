@@ -14,7 +14,7 @@ import (
 // Acquire finds it first, and quarantines the job at the threshold its last
 // run was started with.
 type Reaper struct {
-	Store leasestore.Operator
+	Store *leasestore.Store
 	// Metrics, when not nil, is updated after every pass.
 	Metrics *Metrics
 	// PassTimeout bounds each pass of Watch (0: only ctx bounds it), so a

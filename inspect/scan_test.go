@@ -14,7 +14,7 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
 
-func acquire(t *testing.T, s leasestore.Store, job, worker string, ttl time.Duration, maxCrashes int) *leasestore.Lease {
+func acquire(t *testing.T, s leasestore.Driver, job, worker string, ttl time.Duration, maxCrashes int) *leasestore.Lease {
 	t.Helper()
 	l, err := s.Acquire(context.Background(), leasestore.AcquireRequest{
 		Job: job, Holder: worker, Host: "host-a", PID: 4242, Command: []string{"./report.sh"},
@@ -56,7 +56,7 @@ func newMetrics(t *testing.T) *Metrics {
 func TestPassReportsEachCrashOnce(t *testing.T) {
 	s := newFakeStore(t0)
 	m := newMetrics(t)
-	r := &Reaper{Store: s, Metrics: m}
+	r := &Reaper{Store: leasestore.New(s), Metrics: m}
 	acquire(t, s, "crashy", "w1", 10*time.Second, 3)
 	acquire(t, s, "healthy", "w2", time.Minute, 3)
 	s.advance(15 * time.Second) // crashy's liveness expired 5s ago; healthy's is live
@@ -95,7 +95,7 @@ func TestPassObservesStaleDuration(t *testing.T) {
 	m := newMetrics(t)
 	acquire(t, s, "j", "w1", 10*time.Second, 3)
 	s.advance(10*time.Second + 42*time.Second)
-	if _, err := (&Reaper{Store: s, Metrics: m}).Pass(context.Background()); err != nil {
+	if _, err := (&Reaper{Store: leasestore.New(s), Metrics: m}).Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range gather(t, m) {
@@ -112,7 +112,7 @@ func TestPassObservesStaleDuration(t *testing.T) {
 func TestPassQuarantinesAtTheRunsThreshold(t *testing.T) {
 	s := newFakeStore(t0)
 	m := newMetrics(t)
-	r := &Reaper{Store: s, Metrics: m}
+	r := &Reaper{Store: leasestore.New(s), Metrics: m}
 	for i := 1; i <= 2; i++ {
 		acquire(t, s, "poison", fmt.Sprintf("w%d", i), time.Second, 2)
 		s.advance(2 * time.Second)
@@ -133,7 +133,7 @@ func TestPassStoreFailure(t *testing.T) {
 	s := newFakeStore(t0)
 	s.fail = &leasestore.UnavailableError{Op: "scan", Err: errors.New("connection refused")}
 	m := newMetrics(t)
-	_, err := (&Reaper{Store: s, Metrics: m}).Pass(context.Background())
+	_, err := (&Reaper{Store: leasestore.New(s), Metrics: m}).Pass(context.Background())
 	if !errors.Is(err, leasestore.ErrUnavailable) {
 		t.Fatalf("Pass error = %v, want one matching ErrUnavailable", err)
 	}
@@ -149,7 +149,7 @@ func TestPassWithoutMetricsSkipsCounts(t *testing.T) {
 	s := newFakeStore(t0)
 	acquire(t, s, "j", "w1", time.Second, 3)
 	s.advance(2 * time.Second)
-	crashes, err := (&Reaper{Store: s}).Pass(context.Background())
+	crashes, err := (&Reaper{Store: leasestore.New(s)}).Pass(context.Background())
 	if err != nil || len(crashes) != 1 {
 		t.Fatalf("Pass = %v, %v; want one crash", crashes, err)
 	}
@@ -166,7 +166,7 @@ func TestPassReturnsConsumedCrashesWhenCountsFail(t *testing.T) {
 	s := newFakeStore(t0)
 	acquire(t, s, "j", "w1", time.Second, 3)
 	s.advance(2 * time.Second)
-	crashes, err := (&Reaper{Store: countsFailing{s}, Metrics: newMetrics(t)}).Pass(context.Background())
+	crashes, err := (&Reaper{Store: leasestore.New(countsFailing{s}), Metrics: newMetrics(t)}).Pass(context.Background())
 	if err == nil {
 		t.Fatal("Pass hid the Counts failure")
 	}
@@ -185,7 +185,7 @@ func TestWatchPassesAtOnceAndOnEveryTick(t *testing.T) {
 	acquire(t, s, "first", "w1", time.Second, 3)
 	s.advance(2 * time.Second)
 	go func() {
-		done <- (&Reaper{Store: s}).Watch(ctx, ticks,
+		done <- (&Reaper{Store: leasestore.New(s)}).Watch(ctx, ticks,
 			func(c []leasestore.Crash) error { found <- c; return nil },
 			func(err error) { t.Errorf("unexpected pass failure: %v", err) })
 	}()
@@ -218,7 +218,7 @@ func TestWatchGoesOnAfterFailedPasses(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- (&Reaper{Store: s}).Watch(ctx, ticks,
+		done <- (&Reaper{Store: leasestore.New(s)}).Watch(ctx, ticks,
 			func([]leasestore.Crash) error { return nil },
 			func(err error) { failed <- err })
 	}()
@@ -238,7 +238,7 @@ func TestWatchStopsWhenOutputBreaks(t *testing.T) {
 	acquire(t, s, "j", "w1", time.Second, 3)
 	s.advance(2 * time.Second)
 	broken := errors.New("write |1: broken pipe")
-	err := (&Reaper{Store: s}).Watch(context.Background(), make(chan time.Time),
+	err := (&Reaper{Store: leasestore.New(s)}).Watch(context.Background(), make(chan time.Time),
 		func([]leasestore.Crash) error { return broken }, func(error) {})
 	if !errors.Is(err, broken) {
 		t.Fatalf("Watch returned %v, want the output's error", err)
@@ -251,7 +251,7 @@ func TestWatchPassTimeout(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		_ = (&Reaper{Store: frozenStore{newFakeStore(t0)}, PassTimeout: 50 * time.Millisecond}).Watch(ctx, ticks,
+		_ = (&Reaper{Store: leasestore.New(frozenStore{newFakeStore(t0)}), PassTimeout: 50 * time.Millisecond}).Watch(ctx, ticks,
 			func([]leasestore.Crash) error { return nil }, func(err error) { failed <- err })
 	}()
 	if err := receive(t, failed); !errors.Is(err, context.DeadlineExceeded) {

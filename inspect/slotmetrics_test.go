@@ -42,7 +42,7 @@ func TestMetricsPerJobSlotsAndQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := NewMetrics()
-	if _, err := (&Reaper{Store: s, Metrics: m}).Pass(context.Background()); err != nil {
+	if _, err := (&Reaper{Store: leasestore.New(s), Metrics: m}).Pass(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	got := series(t, m)

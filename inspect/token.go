@@ -26,7 +26,7 @@ type TokenCheck struct {
 // CheckToken asks s whether token is job's current fencing token with a
 // live lease. A stale token is an answer, not an error: the error is for a
 // store that could not answer.
-func CheckToken(ctx context.Context, s leasestore.Operator, job string, token int64) (TokenCheck, error) {
+func CheckToken(ctx context.Context, s *leasestore.Store, job string, token int64) (TokenCheck, error) {
 	err := s.CheckToken(ctx, job, token)
 	var stale *leasestore.StaleTokenError
 	switch {

@@ -1,9 +1,10 @@
 // Package leasestore is the contract between leasectl and the stores it
-// keeps its leases in: the Store interface (the supervisor's half, Leaser,
-// and the on-call half, Operator), the requests and results they exchange,
-// the typed errors, job-ID and namespace validation, URL redaction, and
-// Open, which picks a driver by URL scheme. Each store is a driver package
-// that registers itself (filestore: file://, the default; redisstore:
+// keeps its leases in: the portable Store that callers hold (the
+// supervisor's half, Leaser, and the on-call half, Operator), the Driver
+// interface that each store implements beneath it, the requests and
+// results they exchange, the typed errors, job-ID and namespace
+// validation, URL redaction, and Open, which picks a driver by URL scheme.
+// Each store is a driver package that registers itself (filestore: file://, the default; redisstore:
 // redis:// and rediss://; etcdstore: etcd:// and etcds://; httpstore:
 // https://, any store through a registry) and proves itself against the
 // conformance suite in storetest, as Go CDK's blob, blob/driver and

@@ -10,12 +10,12 @@ import (
 	"sync"
 )
 
-// Opener opens the store that u names, keeping its data under namespace (a
+// Opener opens the driver of the store that u names, keeping its data under namespace (a
 // valid one: Open checks it). A driver registers one Opener per URL scheme.
 // It must not talk to its backend: the first operation does, so that
 // start-up stays cheap and errors surface with the operation that met them.
 // A URL it cannot use is a *URLError.
-type Opener func(ctx context.Context, u *url.URL, namespace string) (Store, error)
+type Opener func(ctx context.Context, u *url.URL, namespace string) (Driver, error)
 
 // DefaultScheme is the scheme of the store Open opens for an empty URL: the
 // embedded store in its default folder. Its opener gets a URL with an empty
@@ -55,7 +55,7 @@ func Schemes() []string {
 // scheme, keeping its data under namespace. An empty rawURL opens the
 // embedded store in its default folder. A URL or namespace that cannot be
 // used is a *URLError or a *NamespaceError; neither holds a password.
-func Open(ctx context.Context, rawURL, namespace string) (Store, error) {
+func Open(ctx context.Context, rawURL, namespace string) (*Store, error) {
 	if err := ValidateNamespace(namespace); err != nil {
 		return nil, err
 	}
@@ -79,14 +79,17 @@ func Open(ctx context.Context, rawURL, namespace string) (Store, error) {
 		}
 		return nil, &URLError{URL: rawURL, Reason: reason + " (use " + schemeList() + ")"}
 	}
-	s, err := open(ctx, u, namespace)
-	// A driver sees the parsed URL, which writes etcd:// back as etcd:;
-	// the user is shown what they typed.
-	var ue *URLError
-	if errors.As(err, &ue) && rawURL != "" {
-		ue.URL = rawURL
+	d, err := open(ctx, u, namespace)
+	if err != nil {
+		// A driver sees the parsed URL, which writes etcd:// back as
+		// etcd:; the user is shown what they typed.
+		var ue *URLError
+		if errors.As(err, &ue) && rawURL != "" {
+			ue.URL = rawURL
+		}
+		return nil, err
 	}
-	return s, err
+	return New(d), nil
 }
 
 // driverPackages are the packages of leasectl's own drivers by the URL

@@ -10,14 +10,16 @@ import (
 
 // opened records what the test driver's Opener was called with.
 type opened struct {
-	Store
+	Driver
 	u  *url.URL
 	ns string
 }
 
+func (*opened) Limits() Limits { return Limits{MaxSlots: 1} }
+
 func init() {
-	Register("test", func(_ context.Context, u *url.URL, ns string) (Store, error) { return &opened{u: u, ns: ns}, nil })
-	Register(DefaultScheme, func(_ context.Context, u *url.URL, ns string) (Store, error) {
+	Register("test", func(_ context.Context, u *url.URL, ns string) (Driver, error) { return &opened{u: u, ns: ns}, nil })
+	Register(DefaultScheme, func(_ context.Context, u *url.URL, ns string) (Driver, error) {
 		return &opened{u: u, ns: ns}, nil
 	})
 }
@@ -27,14 +29,14 @@ func TestOpenPicksTheDriverByScheme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := s.(*opened); o.u.Host != "host:1" || o.u.Path != "/x" || o.ns != "ns" {
+	if o := s.Driver().(*opened); o.u.Host != "host:1" || o.u.Path != "/x" || o.ns != "ns" {
 		t.Errorf("driver got %v in %q", o.u, o.ns)
 	}
 	s, err = Open(t.Context(), "", "ns")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := s.(*opened); o.u.Scheme != DefaultScheme || o.u.Path != "" {
+	if o := s.Driver().(*opened); o.u.Scheme != DefaultScheme || o.u.Path != "" {
 		t.Errorf("an empty URL opened %v, want the default scheme with an empty path", o.u)
 	}
 }

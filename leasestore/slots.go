@@ -6,7 +6,7 @@ import (
 )
 
 // MaxSlots is the most slots a job may have (AcquireRequest.Slots) on any
-// store; a store may grant fewer (Leaser.MaxSlots). Every run in flight is
+// store; a store may grant fewer (Limits.MaxSlots). Every run in flight is
 // kept with the job's record, so the bound keeps a record, and the
 // transition that rewrites it, small.
 const MaxSlots = 1000

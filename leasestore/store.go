@@ -11,30 +11,6 @@ import (
 // dropped so that a job at rest costs a bounded amount of store memory.
 const HistoryLimit = 20
 
-// Store keeps leases, crash evidence, quarantine state and history for jobs.
-// It is the two halves a driver implements, its token feed, and the handle
-// that owns the connections. Every method is safe for concurrent use. ctx bounds the whole
-// call, including retries and connection set-up; a store that cannot answer
-// in time returns an error for which errors.Is(err, ErrUnavailable) holds.
-type Store interface {
-	Leaser
-	Operator
-	TokenFeed
-	// Close releases the store's connections and files.
-	Close() error
-}
-
-// TTLLimiter is implemented by a store that honours lease TTLs only within a
-// range (etcd: whole seconds from its minimum lease TTL up). Callers check a
-// run's TTL against it before any I/O, so that a TTL the store would round
-// or refuse is a usage error naming the limit; a store that does not
-// implement it honours every positive TTL.
-type TTLLimiter interface {
-	// TTLRange returns the shortest and the longest lease TTL the store
-	// honours.
-	TTLRange() (min, max time.Duration)
-}
-
 // Leaser is what a supervisor needs of a store: the lease's own transitions,
 // the release notifications a waiter sleeps on, the outcomes that did not
 // reach the store in time, its own job's history (for grants whose
@@ -94,11 +70,6 @@ type Leaser interface {
 	// Operator.
 	Status(ctx context.Context, job string) (*JobStatus, error)
 
-	// MaxSlots is the most slots the store grants a job
-	// (AcquireRequest.Slots): MaxSlots, or fewer on a store whose record
-	// of a job could not hold as many (etcd). The supervisor refuses a
-	// larger --slots before any I/O.
-	MaxSlots() int
 	// Leave takes holder out of job's queue of waiters, when it gives up
 	// waiting (its --wait-timeout passed, a signal); a holder not in the
 	// queue changes nothing. A waiter that dies without leaving lapses
@@ -224,7 +195,7 @@ type AcquireRequest struct {
 	// Slots is how many runs of the job may hold a lease at once (--slots),
 	// each in a slot of its own; 0 or 1: one. Every run of a job in flight
 	// must ask for the same number (*SlotsError otherwise), at most the
-	// store's Leaser.MaxSlots.
+	// store's Limits.MaxSlots.
 	Slots int
 	// Wait: the caller waits for the job when refused (--wait). A refused
 	// request joins the job's queue of waiters (or, already in it, keeps

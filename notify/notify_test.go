@@ -19,14 +19,14 @@ import (
 
 // openStore opens a client of the embedded store in dir, as one more
 // process would.
-func openStore(t *testing.T, dir string) leasestore.Store {
+func openStore(t *testing.T, dir string) *leasestore.Store {
 	t.Helper()
 	s, err := filestore.Open(dir, "notify")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return leasestore.New(s)
 }
 
 func webhook(t *testing.T, url string, f Format) *Webhook {
@@ -40,7 +40,7 @@ func webhook(t *testing.T, url string, f Format) *Webhook {
 
 // deliverer sends s's notices to sinks as owner, retrying at once (a
 // backoff of a nanosecond), each send bounded by a second.
-func deliverer(s leasestore.Store, owner string, sinks ...Sink) *Deliverer {
+func deliverer(s *leasestore.Store, owner string, sinks ...Sink) *Deliverer {
 	return &Deliverer{Store: s, Sinks: sinks, Owner: owner, Namespace: "notify", Timeout: time.Second,
 		Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond, Log: zerolog.Nop()}
 }
@@ -58,7 +58,7 @@ func await(t *testing.T, what string, cond func() bool) {
 
 // crashOnce leaves a run of job whose supervisor vanished, and waits until
 // the store reports its lease expired.
-func crashOnce(t *testing.T, s leasestore.Store, job string, maxCrashes int) *leasestore.Lease {
+func crashOnce(t *testing.T, s *leasestore.Store, job string, maxCrashes int) *leasestore.Lease {
 	t.Helper()
 	req := storetest.Request(job, "w-"+job, 50*time.Millisecond)
 	req.MaxCrashes = maxCrashes

@@ -62,16 +62,12 @@ func (s *Server) heartbeat(x *exchange) (int, any, error) {
 }
 
 // checkTTL refuses a TTL the store behind would round or refuse (a store
-// that declares its range, leasestore.TTLLimiter: etcd's), naming the
-// range, as `run` does for a store it reaches itself.
+// that declares its range in its Limits: etcd's), naming the range, as
+// `run` does for a store it reaches itself.
 func (s *Server) checkTTL(ttl time.Duration) error {
-	tl, ok := s.cfg.Store.(leasestore.TTLLimiter)
-	if !ok {
-		return nil
-	}
-	lo, hi := tl.TTLRange()
-	if ttl < lo || ttl > hi {
-		return &api.FieldError{Field: "ttl_ms", Reason: fmt.Sprintf("%s is outside the lease TTLs the store behind the registry honours, %s to %s", ttl, lo, hi)}
+	lim := s.cfg.Store.Limits()
+	if lim.Ranged() && (ttl < lim.MinTTL || lim.MaxTTL > 0 && ttl > lim.MaxTTL) {
+		return &api.FieldError{Field: "ttl_ms", Reason: fmt.Sprintf("%s is outside the lease TTLs the store behind the registry honours, %s to %s", ttl, lim.MinTTL, lim.MaxTTL)}
 	}
 	return nil
 }
@@ -79,7 +75,7 @@ func (s *Server) checkTTL(ttl time.Duration) error {
 // checkSlots refuses more slots than the store behind the registry grants
 // a job, as run refuses them on a store it reaches itself.
 func (s *Server) checkSlots(slots int) error {
-	if most := s.cfg.Store.MaxSlots(); slots > most {
+	if most := s.cfg.Store.Limits().MaxSlots; slots > most {
 		return &api.FieldError{Field: "slots", Reason: fmt.Sprintf("%d is more than the %d the store behind the registry runs per job", slots, most)}
 	}
 	return nil

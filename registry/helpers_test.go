@@ -39,7 +39,7 @@ func testTokens(t testing.TB) *Tokens {
 // fakeStore is a real embedded store whose calls are counted and can be
 // made to fail or block.
 type fakeStore struct {
-	leasestore.Store
+	leasestore.Driver
 	mu         sync.Mutex
 	calls      map[string]int
 	fail       map[string]error         // op -> the error it returns
@@ -55,7 +55,7 @@ func newFakeStore(t testing.TB) *fakeStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeStore{Store: s, calls: map[string]int{}, fail: map[string]error{}, block: map[string]bool{}, hold: map[string]chan struct{}{}}
+	return &fakeStore{Driver: s, calls: map[string]int{}, fail: map[string]error{}, block: map[string]bool{}, hold: map[string]chan struct{}{}}
 }
 
 // enter counts op and applies its fault, if any.
@@ -93,28 +93,28 @@ func (f *fakeStore) Acquire(ctx context.Context, req leasestore.AcquireRequest) 
 	if err := f.enter(ctx, "acquire"); err != nil {
 		return nil, err
 	}
-	return f.Store.Acquire(ctx, req)
+	return f.Driver.Acquire(ctx, req)
 }
 
 func (f *fakeStore) Renew(ctx context.Context, l *leasestore.Lease) error {
 	if err := f.enter(ctx, "renew"); err != nil {
 		return err
 	}
-	return f.Store.Renew(ctx, l)
+	return f.Driver.Renew(ctx, l)
 }
 
 func (f *fakeStore) Release(ctx context.Context, l *leasestore.Lease, out leasestore.Outcome) error {
 	if err := f.enter(ctx, "release"); err != nil {
 		return err
 	}
-	return f.Store.Release(ctx, l, out)
+	return f.Driver.Release(ctx, l, out)
 }
 
 func (f *fakeStore) Status(ctx context.Context, job string) (*leasestore.JobStatus, error) {
 	if err := f.enter(ctx, "status"); err != nil {
 		return nil, err
 	}
-	return f.Store.Status(ctx, job)
+	return f.Driver.Status(ctx, job)
 }
 
 // Subscribe hands out subscriptions the test fires itself.
@@ -164,10 +164,10 @@ type testServer struct {
 	log *bytes.Buffer
 }
 
-func newTestServer(t testing.TB, store leasestore.Store, edit func(*Config)) *testServer {
+func newTestServer(t testing.TB, store leasestore.Driver, edit func(*Config)) *testServer {
 	t.Helper()
 	var log bytes.Buffer
-	cfg := Config{Store: store, Namespace: testNamespace, Tokens: testTokens(t), Log: zerolog.New(&syncWriter{w: &log}).Level(zerolog.DebugLevel)}
+	cfg := Config{Store: leasestore.New(store), Namespace: testNamespace, Tokens: testTokens(t), Log: zerolog.New(&syncWriter{w: &log}).Level(zerolog.DebugLevel)}
 	if edit != nil {
 		edit(&cfg)
 	}

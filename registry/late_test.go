@@ -16,7 +16,7 @@ func (f *fakeStore) RecordLate(ctx context.Context, late leasestore.LateOutcome)
 	if err := f.enter(ctx, "record-late"); err != nil {
 		return leasestore.Correction{}, err
 	}
-	return f.Store.RecordLate(ctx, late)
+	return f.Driver.RecordLate(ctx, late)
 }
 
 // A worker's late outcome is one call of the store's RecordLate, answered

@@ -22,16 +22,16 @@ var testRedis = testserver.Share("test redis-server", redistest.Start, redistest
 func TestMain(m *testing.M) { os.Exit(testserver.Run(m, testRedis)) }
 
 // realStores are the stores the seed's scenarios run against, each fresh.
-func realStores(t *testing.T) map[string]func(t *testing.T) leasestore.Store {
-	return map[string]func(t *testing.T) leasestore.Store{
-		"embedded": func(t *testing.T) leasestore.Store {
+func realStores(t *testing.T) map[string]func(t *testing.T) leasestore.Driver {
+	return map[string]func(t *testing.T) leasestore.Driver{
+		"embedded": func(t *testing.T) leasestore.Driver {
 			s, err := filestore.Open(t.TempDir(), testNamespace)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return s
 		},
-		"redis": func(t *testing.T) leasestore.Store {
+		"redis": func(t *testing.T) leasestore.Driver {
 			srv := testRedis.Get(t)
 			if _, err := srv.Do("FLUSHALL"); err != nil {
 				t.Fatal(err)

@@ -324,7 +324,7 @@ func TestAccessLog(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	store := newFakeStore(t)
+	store := leasestore.New(newFakeStore(t))
 	for name, cfg := range map[string]Config{
 		"no store":           {Namespace: testNamespace, Tokens: testTokens(t)},
 		"no tokens":          {Store: store, Namespace: testNamespace},
@@ -342,7 +342,9 @@ func TestNewValidates(t *testing.T) {
 // etcd's does.
 type limitedStore struct{ *fakeStore }
 
-func (limitedStore) TTLRange() (time.Duration, time.Duration) { return 2 * time.Second, time.Hour }
+func (limitedStore) Limits() leasestore.Limits {
+	return leasestore.Limits{MinTTL: 2 * time.Second, MaxTTL: time.Hour, MaxSlots: leasestore.MaxSlots}
+}
 
 // A TTL the store behind would round or refuse is refused, naming the
 // range: the worker cannot check it itself, since the remote store cannot

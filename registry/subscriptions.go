@@ -41,7 +41,7 @@ const (
 // collects it with a wait, so that nothing released between two
 // long-polls is missed.
 type hub struct {
-	store leasestore.Store
+	store *leasestore.Store
 	clock clock.Clock
 
 	mu     sync.Mutex
@@ -85,7 +85,7 @@ func (s *subscription) notify() {
 	}
 }
 
-func newHub(store leasestore.Store, clk clock.Clock) *hub {
+func newHub(store *leasestore.Store, clk clock.Clock) *hub {
 	held := newAdmission("subscriptions", api.CodeTooManySubscriptions,
 		"wait on fewer jobs at once, or give clients tokens of their own", maxSubscriptions, maxSubscriptionsPerToken)
 	return &hub{store: store, clock: clk, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}, held: held}

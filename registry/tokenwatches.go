@@ -49,7 +49,7 @@ const (
 // state must be a read made for it after its watch started, which only a
 // watch of its own gives.
 type tokenHub struct {
-	store     leasestore.Store
+	store     *leasestore.Store
 	clock     clock.Clock
 	maxStates int
 
@@ -99,7 +99,7 @@ type tokenWatch struct {
 // newTokenHub returns the token watches of store. opTimeout bounds each
 // store heartbeat: shared by many requests, it runs under a context of the
 // hub's own (ended by close), not any one request's.
-func newTokenHub(store leasestore.Store, clk clock.Clock, opTimeout time.Duration) *tokenHub {
+func newTokenHub(store *leasestore.Store, clk clock.Clock, opTimeout time.Duration) *tokenHub {
 	ctx, stop := context.WithCancel(context.Background())
 	held := newAdmission("token watches", api.CodeTooManyTokenWatches,
 		"check the other jobs with check-token, or give the checker a token of its own", maxTokenWatches, maxTokenWatchesPerToken)

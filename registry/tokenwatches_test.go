@@ -17,7 +17,7 @@ import (
 
 // feedStore is an embedded store, without the registry's fakeStore's
 // counting and faults.
-func feedStore(t *testing.T) leasestore.Store {
+func feedStore(t *testing.T) leasestore.Driver {
 	t.Helper()
 	s, err := filestore.Open(t.TempDir(), testNamespace)
 	if err != nil {
@@ -214,20 +214,26 @@ func TestTokenWatchesPerToken(t *testing.T) {
 // heldFeed is an embedded store whose feed heartbeats are counted and each
 // held until the test lets it end.
 type heldFeed struct {
-	leasestore.Store
-	feed    leasestore.TokenFeed
+	leasestore.Driver
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (f *heldFeed) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	return f.feed.WatchTokens(ctx, job, fn)
+func (f *heldFeed) StartTokens(ctx context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	src, err := f.Driver.StartTokens(ctx, hub)
+	return heldSource{src, f}, err
 }
 
-func (f *heldFeed) SyncTokens(ctx context.Context) error {
-	f.entered <- struct{}{}
-	<-f.release
-	return f.feed.SyncTokens(ctx)
+// heldSource is the source of a heldFeed, whose barrier is the heartbeat.
+type heldSource struct {
+	leasestore.TokenSource
+	f *heldFeed
+}
+
+func (s heldSource) Barrier(ctx context.Context) error {
+	s.f.entered <- struct{}{}
+	<-s.f.release
+	return s.TokenSource.Barrier(ctx)
 }
 
 // Concurrent syncs share the store's heartbeat: those that arrive while one
@@ -235,7 +241,7 @@ func (f *heldFeed) SyncTokens(ctx context.Context) error {
 // none is answered by a heartbeat that began before it arrived.
 func TestTokenSyncSharesTheStoreHeartbeat(t *testing.T) {
 	store := feedStore(t)
-	f := &heldFeed{Store: store, feed: store.(leasestore.TokenFeed), entered: make(chan struct{}, 8), release: make(chan struct{})}
+	f := &heldFeed{Driver: store, entered: make(chan struct{}, 8), release: make(chan struct{})}
 	srv := newTestServer(t, f, nil)
 	w := watchTokens(t, srv, "j", readerToken)
 	sync := func() <-chan answer {

@@ -265,7 +265,7 @@ func TestUIInBrowser(t *testing.T) {
 // jobs list then show the stop pending; the run, driven through the
 // registry as a supervisor would, learns it at its next heartbeat and
 // releases as stopped; the list and the history follow.
-func stopRunInBrowser(t *testing.T, ctx context.Context, srv *testServer, store leasestore.Store, job string) {
+func stopRunInBrowser(t *testing.T, ctx context.Context, srv *testServer, store leasestore.Driver, job string) {
 	t.Helper()
 	var l api.Lease
 	request(t, srv.url, "POST", api.PathAcquire, workerToken, acquireBody(job, "w3", time.Minute)).decode(t, &l)

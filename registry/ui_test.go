@@ -81,7 +81,7 @@ func (b *browser) login(token, name string) {
 }
 
 // quarantined reports whether job is quarantined, and by whom.
-func quarantinedBy(t *testing.T, store leasestore.Store, job string) (bool, string) {
+func quarantinedBy(t *testing.T, store leasestore.Driver, job string) (bool, string) {
 	t.Helper()
 	st, err := store.Status(context.Background(), job)
 	if err != nil {
@@ -94,7 +94,7 @@ func quarantinedBy(t *testing.T, store leasestore.Store, job string) (bool, stri
 }
 
 // stoppedBy reports whether a stop of job's run is pending, and by whom.
-func stoppedBy(t *testing.T, store leasestore.Store, job string) (bool, string) {
+func stoppedBy(t *testing.T, store leasestore.Driver, job string) (bool, string) {
 	t.Helper()
 	st, err := store.Status(context.Background(), job)
 	if err != nil {
@@ -107,7 +107,7 @@ func stoppedBy(t *testing.T, store leasestore.Store, job string) (bool, string) 
 }
 
 // startRun grants job to worker w on store, as a run outside the registry.
-func startRun(t *testing.T, store leasestore.Store, job string) *leasestore.Lease {
+func startRun(t *testing.T, store leasestore.Driver, job string) *leasestore.Lease {
 	t.Helper()
 	l, err := store.Acquire(context.Background(), leasestore.AcquireRequest{Job: job, Holder: "w", Host: "h", PID: 1, TTL: time.Minute, EvidenceTTL: time.Hour, MaxCrashes: 3})
 	if err != nil {
@@ -116,7 +116,7 @@ func startRun(t *testing.T, store leasestore.Store, job string) *leasestore.Leas
 	return l
 }
 
-func newUIStore(t *testing.T) leasestore.Store {
+func newUIStore(t *testing.T) leasestore.Driver {
 	t.Helper()
 	store, err := filestore.Open(t.TempDir(), testNamespace)
 	if err != nil {
@@ -203,7 +203,7 @@ func TestUIActionWithoutCSRFTokenIsRefused(t *testing.T) {
 	}
 	for _, action := range []struct {
 		path string
-		done func(*testing.T, leasestore.Store, string) (bool, string)
+		done func(*testing.T, leasestore.Driver, string) (bool, string)
 	}{{"/actions/quarantine", quarantinedBy}, {"/actions/stop", stoppedBy}} {
 		for name, csrf := range map[string][]string{"no token": nil, "a wrong token": {wrong}, "an empty token": {""}} {
 			a := b.do("POST", action.path, url.Values{"job": {"j"}, "reason": {"r"}, "confirm": {"yes"}, "csrf": csrf})

@@ -184,24 +184,17 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// CheckStore checks --slots against the slots store grants a job and the
-// TTL against the range store honours, when it declares one
-// (leasestore.TTLLimiter), returning a *ConfigError that names the store's
-// limit. It does no I/O.
-func (c *Config) CheckStore(store interface{ MaxSlots() int }) error {
-	if most := store.MaxSlots(); c.Slots > most {
-		return &ConfigError{Rule: fmt.Sprintf("--slots %d: this store runs at most %d per job", c.Slots, most)}
-	}
-	tl, ok := store.(leasestore.TTLLimiter)
-	if !ok {
-		return nil
-	}
-	lo, hi := tl.TTLRange()
+// CheckStore checks --slots against the slots a store of lim grants a
+// job and the TTL against the range it honours, when it declares one,
+// returning a *ConfigError that names the store's limit. It does no I/O.
+func (c *Config) CheckStore(lim leasestore.Limits) error {
 	switch {
-	case c.TTL < lo:
-		return &ConfigError{Rule: fmt.Sprintf("--ttl %s is below the store's minimum lease TTL %s", c.TTL, lo)}
-	case c.TTL > hi:
-		return &ConfigError{Rule: fmt.Sprintf("--ttl %s is above the store's maximum lease TTL %s", c.TTL, hi)}
+	case c.Slots > lim.MaxSlots:
+		return &ConfigError{Rule: fmt.Sprintf("--slots %d: this store runs at most %d per job", c.Slots, lim.MaxSlots)}
+	case lim.MinTTL > 0 && c.TTL < lim.MinTTL:
+		return &ConfigError{Rule: fmt.Sprintf("--ttl %s is below the store's minimum lease TTL %s", c.TTL, lim.MinTTL)}
+	case lim.MaxTTL > 0 && c.TTL > lim.MaxTTL:
+		return &ConfigError{Rule: fmt.Sprintf("--ttl %s is above the store's maximum lease TTL %s", c.TTL, lim.MaxTTL)}
 	}
 	return nil
 }

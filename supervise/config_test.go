@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/supervise"
 )
 
@@ -73,15 +74,12 @@ func brokenTimingRule(c supervise.Config) string {
 	return ""
 }
 
-// slotted is a store that grants a job up to 3 slots.
-type slotted struct{}
+// slotted are the limits of a store that grants a job up to 3 slots.
+var slotted = leasestore.Limits{MaxSlots: 3}
 
-func (slotted) MaxSlots() int { return 3 }
-
-// ttlLimited is a store that honours lease TTLs from 2 s to 1 h.
-type ttlLimited struct{ slotted }
-
-func (ttlLimited) TTLRange() (time.Duration, time.Duration) { return 2 * time.Second, time.Hour }
+// ttlLimited are the limits of a store that honours lease TTLs from 2 s to
+// 1 h.
+var ttlLimited = leasestore.Limits{MinTTL: 2 * time.Second, MaxTTL: time.Hour, MaxSlots: 3}
 
 func TestCheckStoreNamesTheStoresTTLLimit(t *testing.T) {
 	for _, tc := range []struct {
@@ -95,7 +93,7 @@ func TestCheckStoreNamesTheStoresTTLLimit(t *testing.T) {
 		{time.Hour + time.Millisecond, "above the store's maximum lease TTL 1h0m0s"},
 	} {
 		c := supervise.Config{TTL: tc.ttl}
-		err := c.CheckStore(ttlLimited{})
+		err := c.CheckStore(ttlLimited)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("--ttl %s refused: %v", tc.ttl, err)
@@ -104,7 +102,7 @@ func TestCheckStoreNamesTheStoresTTLLimit(t *testing.T) {
 		}
 	}
 	c := supervise.Config{TTL: time.Millisecond}
-	if err := c.CheckStore(slotted{}); err != nil {
+	if err := c.CheckStore(slotted); err != nil {
 		t.Errorf("a store without a TTL range refused --ttl 1ms: %v", err)
 	}
 }
@@ -112,7 +110,7 @@ func TestCheckStoreNamesTheStoresTTLLimit(t *testing.T) {
 func TestCheckStoreNamesTheStoresSlotLimit(t *testing.T) {
 	for slots, want := range map[int]string{1: "", 3: "", 4: "--slots 4: this store runs at most 3 per job"} {
 		c := supervise.Config{TTL: time.Minute, Slots: slots}
-		err := c.CheckStore(slotted{})
+		err := c.CheckStore(slotted)
 		switch {
 		case want == "" && err != nil:
 			t.Errorf("--slots %d refused: %v", slots, err)

@@ -24,10 +24,13 @@ type renewCall struct {
 	reply chan error
 }
 
-// fakeStore is a leasestore.Leaser that answers Acquire from a queue and
+// fakeStore is a leasestore.Driver that answers Acquire from a queue and
 // hands each Renew to the test. Like every store, its Acquire is idempotent
-// for the holder of the lease it granted last.
+// for the holder of the lease it granted last. It has the Leaser half
+// alone: the supervisor calls nothing else, and the nil Driver it embeds
+// would panic if it did.
 type fakeStore struct {
+	leasestore.Driver
 	clock    *fakeclock.Clock
 	mu       sync.Mutex
 	acquires []func(leasestore.AcquireRequest) (*leasestore.Lease, error)
@@ -50,7 +53,7 @@ type fakeStore struct {
 	notify   chan struct{}
 }
 
-var _ leasestore.Leaser = (*fakeStore)(nil)
+var _ leasestore.Driver = (*fakeStore)(nil)
 
 func newFakeStore(c *fakeclock.Clock) *fakeStore {
 	return &fakeStore{clock: c, renews: make(chan renewCall), released: make(chan leasestore.Outcome, 1), notify: make(chan struct{}, 1)}
@@ -194,9 +197,9 @@ func (o *fakeOutbox) contents() []leasestore.LateOutcome {
 	return slices.Clone(o.kept)
 }
 
-// MaxSlots is one, as a store of one run per job would say; queueStore
-// grants more.
-func (f *fakeStore) MaxSlots() int { return 1 }
+// Limits are one slot and every TTL, as a store of one run per job would
+// say; queueStore grants more slots.
+func (f *fakeStore) Limits() leasestore.Limits { return leasestore.Limits{MaxSlots: 1} }
 
 // Leave does nothing: queueStore records who leaves.
 func (f *fakeStore) Leave(context.Context, string, string) error { return nil }
@@ -358,7 +361,7 @@ type harness struct {
 	jitter func(time.Duration) time.Duration
 	// storeAs, when set, is the store the Supervisor is given, made of
 	// the fake store (to give it an ability the fake store lacks).
-	storeAs func(*fakeStore) leasestore.Leaser
+	storeAs func(*fakeStore) leasestore.Driver
 	// watchExit is the Supervisor's WatchExit.
 	watchExit func(pid int) (<-chan struct{}, func())
 }
@@ -412,12 +415,12 @@ func (h *harness) start() {
 	if h.log != nil {
 		log = zerolog.New(h.log)
 	}
-	var store leasestore.Leaser = h.store
+	var store leasestore.Driver = h.store
 	if h.storeAs != nil {
 		store = h.storeAs(h.store)
 	}
 	s := &Supervisor{
-		Store: store,
+		Store: leasestore.New(store),
 		Clock: h.clock,
 		Log:   log,
 		Start: func(env []string, pgid int) (Child, error) {

@@ -110,11 +110,7 @@ func (r *run) start(sent time.Time) (Ending, error) {
 // gone the next run need not wait out its lease. Without the note the
 // lease only expires later: a failure is no reason not to run.
 func (r *run) noteGroup(pgid int) {
-	gn, ok := r.s.Store.(leasestore.GroupNoter)
-	if !ok {
-		return
-	}
-	if err := gn.NoteGroup(r.lease, pgid); err != nil {
+	if err := r.s.Store.NoteGroup(r.lease, pgid); err != nil {
 		r.log.Warn().Err(err).Msg("cannot note the child's process group: if this run dies, the next waits out its --ttl")
 	}
 }

@@ -193,7 +193,7 @@ func TestReleasedCrashIsRecordedAsNotices(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t, nil)
-			h.storeAs = func(f *fakeStore) leasestore.Leaser {
+			h.storeAs = func(f *fakeStore) leasestore.Driver {
 				return crashCounting{fakeStore: f, status: tt.status, late: &leasestore.Correction{Released: true, Crashes: 1}}
 			}
 			h.store.grant(10)
@@ -254,7 +254,7 @@ func (s statusHung) Status(ctx context.Context, _ string) (*leasestore.JobStatus
 func TestCrashNoticeIsBoundedBySafety(t *testing.T) {
 	h := newHarness(t, nil)
 	given := make(chan time.Duration, 1)
-	h.storeAs = func(f *fakeStore) leasestore.Leaser { return statusHung{fakeStore: f, given: given} }
+	h.storeAs = func(f *fakeStore) leasestore.Driver { return statusHung{fakeStore: f, given: given} }
 	h.store.grant(10)
 	h.start()
 	h.waitStarted()

@@ -18,7 +18,9 @@ type queueStore struct {
 	left chan string
 }
 
-func (q *queueStore) MaxSlots() int { return leasestore.MaxSlots }
+func (q *queueStore) Limits() leasestore.Limits {
+	return leasestore.Limits{MaxSlots: leasestore.MaxSlots}
+}
 
 func (q *queueStore) Leave(_ context.Context, job, holder string) error {
 	q.left <- job + " " + holder
@@ -29,7 +31,7 @@ func (q *queueStore) Leave(_ context.Context, job, holder string) error {
 // returns the channel its Leave calls arrive on.
 func withQueue(h *harness) chan string {
 	left := make(chan string, 4)
-	h.storeAs = func(f *fakeStore) leasestore.Leaser { return &queueStore{f, left} }
+	h.storeAs = func(f *fakeStore) leasestore.Driver { return &queueStore{f, left} }
 	return left
 }
 

@@ -16,10 +16,10 @@ import (
 // Supervisor runs commands under leases. Its fields are its dependencies, so
 // tests can give it a fake store, clock, child and watchdog.
 type Supervisor struct {
-	// Store holds the leases: the supervisor needs the Leaser half of a
+	// Store holds the leases: the supervisor uses the Leaser half of a
 	// store, which also takes late outcomes and reads the job's history,
 	// where the run finds its own grants that it never heard of.
-	Store leasestore.Leaser
+	Store *leasestore.Store
 	// Clock times the heartbeat, the safety deadline and the limits.
 	Clock clock.Clock
 	// Log gets every line of the run, with job, worker and token added.
@@ -151,7 +151,7 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 	if err := cfg.Validate(); err != nil {
 		return Ending{}, err
 	}
-	if err := cfg.CheckStore(s.Store); err != nil {
+	if err := cfg.CheckStore(s.Store.Limits()); err != nil {
 		return Ending{}, err
 	}
 	log := s.Log.With().Str("job", cfg.Job).Str("worker", cfg.WorkerID).Logger()

@@ -879,12 +879,14 @@ func TestOwnSIGKILLTakingTheWatchdogIsNoLostLease(t *testing.T) {
 // the etcd store does.
 type ttlLimitedStore struct{ *fakeStore }
 
-func (ttlLimitedStore) TTLRange() (time.Duration, time.Duration) { return 5 * time.Second, time.Hour }
+func (ttlLimitedStore) Limits() leasestore.Limits {
+	return leasestore.Limits{MinTTL: 5 * time.Second, MaxTTL: time.Hour, MaxSlots: 1}
+}
 
 func TestRunRefusesATTLTheStoreCannotHonour(t *testing.T) {
 	h := newHarness(t, nil) // --ttl 3s
 	h.store.grant(10)
-	s := &Supervisor{Store: ttlLimitedStore{h.store}, Clock: h.clock, Log: zerolog.Nop()}
+	s := &Supervisor{Store: leasestore.New(ttlLimitedStore{h.store}), Clock: h.clock, Log: zerolog.Nop()}
 	_, err := s.Run(context.Background(), h.cfg)
 	if !IsConfigError(err) || !strings.Contains(err.Error(), "--ttl 3s is below the store's minimum lease TTL 5s") {
 		t.Fatalf("Run with --ttl 3s on a store whose minimum is 5s = %v, want a usage error naming the limit", err)
@@ -1275,7 +1277,7 @@ func TestTheChildsGroupIsNotedBeforeItStarts(t *testing.T) {
 		t.Run(fmt.Sprint(noteErr), func(t *testing.T) {
 			h := newHarness(t, nil)
 			notes, proceed := make(chan groupNote, 1), make(chan struct{})
-			h.storeAs = func(f *fakeStore) leasestore.Leaser {
+			h.storeAs = func(f *fakeStore) leasestore.Driver {
 				return groupNotingStore{fakeStore: f, err: noteErr, notes: notes, proceed: proceed}
 			}
 			h.store.grant(10)

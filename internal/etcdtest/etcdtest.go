@@ -348,7 +348,7 @@ func (m *Member) Kill() error {
 // Freeze stops the member with SIGSTOP: its connections stay open and
 // nothing answers, as with a partition or a long pause.
 func (m *Member) Freeze() error {
-	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := testproc.Freeze(m.cmd.Process.Pid); err != nil {
 		return fmt.Errorf("etcdtest: freeze etcd %s: %w", m.Name, err)
 	}
 	return nil

@@ -315,10 +315,14 @@ func (s *Server) signalAll(sig syscall.Signal) error {
 		}
 	}
 	for _, kid := range childrenOf(pid) {
-		syscall.Kill(kid, sig)
+		if sig == syscall.SIGSTOP {
+			testproc.Freeze(kid)
+		} else {
+			syscall.Kill(kid, sig)
+		}
 	}
 	if sig == syscall.SIGSTOP {
-		return nil
+		return testproc.Freeze(pid)
 	}
 	if err := syscall.Kill(pid, sig); err != nil {
 		return err

@@ -202,6 +202,10 @@ func (s *Server) waitReady() error {
 	})
 }
 
+// PID is the process ID of the redis-server running now (a Restart
+// starts another).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Stop terminates the server (SIGTERM, then SIGKILL if it lingers) and
 // removes its folder. It thaws a frozen server first so SIGTERM is handled.
 func (s *Server) Stop() error {
@@ -230,7 +234,7 @@ func (s *Server) Kill() error {
 // Freeze stops the server with SIGSTOP: connections stay open, nothing
 // answers, as with a network partition or a long pause.
 func (s *Server) Freeze() error {
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := testproc.Freeze(s.cmd.Process.Pid); err != nil {
 		return fmt.Errorf("redistest: freeze redis-server: %w", err)
 	}
 	return nil

@@ -35,7 +35,7 @@ type Registry struct {
 	// Certs are the test's certificates; Certs.CA signed the server's.
 	Certs testcert.Files
 
-	store     leasestore.Store
+	store     *leasestore.Store
 	namespace string
 	addr      string
 	tlsConf   *registry.TLS
@@ -43,7 +43,7 @@ type Registry struct {
 }
 
 // Start serves store, under namespace, until t ends.
-func Start(t testing.TB, store leasestore.Store, namespace string) *Registry {
+func Start(t testing.TB, store *leasestore.Store, namespace string) *Registry {
 	t.Helper()
 	certs, err := testcert.Generate(t.TempDir())
 	if err != nil {

@@ -3,6 +3,7 @@ package testproc
 import (
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,5 +39,26 @@ func TestTailKeepsTheLastFiveLines(t *testing.T) {
 	}
 	if got := Tail(filepath.Join(t.TempDir(), "missing")); got != "(no log)" {
 		t.Errorf("Tail of a missing log = %q", got)
+	}
+}
+
+func TestFreezeReturnsOnceStopped(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	if err := Freeze(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	state, err := procState(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state != 'T' {
+		t.Fatalf("state after Freeze = %c, want T (stopped)", state)
 	}
 }

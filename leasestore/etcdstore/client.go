@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/failover"
 )
 
@@ -252,14 +253,9 @@ func (c *client) dropToken() {
 func parseError(status int, data []byte) *etcdError {
 	e := &etcdError{}
 	if json.Unmarshal(data, e) != nil || e.Error() == "" {
-		e.Message = fmt.Sprintf("HTTP %d: %s", status, firstLine(strings.TrimSpace(string(data))))
+		e.Message = fmt.Sprintf("HTTP %d: %s", status, leasestore.FirstLine(strings.TrimSpace(string(data))))
 	}
 	return e
 }
 
 func (c *client) close() { c.hc.CloseIdleConnections() }
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}

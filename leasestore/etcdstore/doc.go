@@ -3,7 +3,7 @@
 // revisions of the keys it read; a run's liveness and evidence are keys
 // attached to two etcd leases of --ttl and --evidence-ttl, which Renew
 // keeps alive and etcd expires on its own, one pair per slot of the job
-// (up to 32, Store.MaxSlots); the queue of waiters is in the job's
+// (up to 32, Store.Limits); the queue of waiters is in the job's
 // record; waiters watch the job's keys, and so does its token feed (leasestore.TokenFeed: one watch per job over
 // its record). It registers the etcd:// and etcds:// schemes (Open). docs/etcd.md has the
 // key layout, the tokens, the clocks and the measurements.
@@ -27,7 +27,7 @@
 // and acquire deadlines are compared with, the clock of the host doing the
 // transition, while liveness expiry is
 // etcd's own (its leader's monotonic clock); lease TTLs are whole seconds
-// of at least 2 s (TTLRange); fencing tokens follow the other stores' rule,
+// of at least 2 s (Store.Limits); fencing tokens follow the other stores' rule,
 // max(last + 1, clock in µs), so they stay comparable when a job moves
 // between stores and keep rising after a restore from an older backup.
 package etcdstore

@@ -1,11 +1,9 @@
 package etcdstore
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 
@@ -23,13 +21,12 @@ var (
 // unavailable wraps a failure in an *UnavailableError whose one-line message
 // names the cause and never holds the password.
 func (s *Store) unavailable(op string, err error) error {
-	return &leasestore.UnavailableError{Op: op, Err: &storeError{msg: leasestore.Scrub(s.explain(err), s.password), err: err}}
+	return leasestore.Unavailable(op, s.explain(err), err, s.password)
 }
 
 // explain names the cause of a failure talking to etcd.
 func (s *Store) explain(err error) string {
 	var e *etcdError
-	var netErr net.Error
 	var opErr *net.OpError
 	var certErr *tls.CertificateVerificationError
 	switch {
@@ -48,30 +45,11 @@ func (s *Store) explain(err error) string {
 		return "etcd: " + msg
 	case errors.As(err, &certErr):
 		return fmt.Sprintf("the certificate of etcd at %s is not trusted (give its CA with ca= or %s): %v", s.addr, EnvCA, certErr.Err)
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
-		return fmt.Sprintf("no answer from etcd at %s before the deadline", s.addr)
-	case errors.Is(err, context.Canceled):
-		return "cancelled while talking to etcd"
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Sprintf("etcd at %s closed the connection", s.addr)
-	case errors.As(err, &opErr):
-		if opErr.Op == "remote error" { // an alert from the TLS peer
-			return fmt.Sprintf("etcd at %s refused the TLS handshake (%v): does it want a client certificate (cert= and key=, or %s and %s)?", s.addr, opErr.Err, EnvCert, EnvKey)
-		}
-		if opErr.Op == "dial" {
-			return fmt.Sprintf("cannot connect to etcd at %s: %v", s.addr, opErr.Err)
-		}
-		return fmt.Sprintf("lost the connection to etcd at %s: %v", s.addr, opErr.Err)
+	case errors.As(err, &opErr) && opErr.Op == "remote error": // an alert from the TLS peer
+		return fmt.Sprintf("etcd at %s refused the TLS handshake (%v): does it want a client certificate (cert= and key=, or %s and %s)?", s.addr, opErr.Err, EnvCert, EnvKey)
 	}
-	return fmt.Sprintf("etcd at %s: %s", s.addr, firstLine(err.Error()))
+	if msg, ok := leasestore.ExplainTransport("etcd at "+s.addr, "etcd", err); ok {
+		return msg
+	}
+	return fmt.Sprintf("etcd at %s: %s", s.addr, leasestore.FirstLine(err.Error()))
 }
-
-// storeError is a failure explained in one line; the original error stays
-// reachable for errors.Is and errors.As.
-type storeError struct {
-	msg string
-	err error
-}
-
-func (e *storeError) Error() string { return e.msg }
-func (e *storeError) Unwrap() error { return e.err }

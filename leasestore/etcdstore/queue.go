@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/leasectl/leasectl/leasestore"
 	"github.com/leasectl/leasectl/leasestore/rules"
 )
 
@@ -15,9 +16,12 @@ import (
 // waiter's own host wrote: within its TTL, give or take the skew of the
 // two clocks (docs/etcd.md, The queue of waiters).
 
-// MaxSlots is the most slots the store grants a job (maxSlots); see
-// leasestore.Leaser.
-func (s *Store) MaxSlots() int { return maxSlots }
+// Limits are the lease TTLs the store honours, from etcd's default minimum
+// lease TTL (2 s) to its maximum (TTLs are rounded up to whole seconds),
+// and the most slots it grants a job (maxSlots); see leasestore.Driver.
+func (s *Store) Limits() leasestore.Limits {
+	return leasestore.Limits{MinTTL: minTTL, MaxTTL: maxTTL, MaxSlots: maxSlots}
+}
 
 // Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 // When a slot is free, it wakes the waiters (the record's Wakes): the

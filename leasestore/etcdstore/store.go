@@ -34,7 +34,7 @@ const (
 	leaseLookups = 8
 )
 
-// Store is the leasestore.Store kept in etcd, shared by many hosts. Every
+// Store is the leasestore.Driver kept in etcd, shared by many hosts. Every
 // transition is one etcd transaction guarded by the mod revisions of the
 // keys it read; liveness and evidence are keys attached to etcd leases.
 type Store struct {
@@ -50,8 +50,6 @@ type Store struct {
 	held    map[runKey]heldRun   // the runs this client acquired last, by job and slot
 	written map[runKey]*jobState // what this client's Acquire or Renew wrote of each
 
-	// The token feed (tokenfeed.go), its hub made with the Store.
-	feed *tokenSource
 }
 
 // heldRun is what Renew needs of a run this client acquired: the etcd
@@ -63,20 +61,12 @@ type heldRun struct {
 	live, evidence int64
 }
 
-var (
-	_ leasestore.Store      = (*Store)(nil)
-	_ leasestore.TTLLimiter = (*Store)(nil)
-)
+var _ leasestore.Driver = (*Store)(nil)
 
-// TTLRange returns the lease TTLs the store honours: from etcd's default
-// minimum lease TTL (2 s) to its maximum. TTLs are rounded up to whole
-// seconds.
-func (s *Store) TTLRange() (min, max time.Duration) { return minTTL, maxTTL }
-
-// Close stops the token watches and closes the idle connections;
-// Subscribe's watches close with their subscriptions.
+// Close closes the idle connections; the token watches' streams end with
+// their watches, which the portable Store closes first, and Subscribe's
+// with their subscriptions.
 func (s *Store) Close() error {
-	s.feed.hub.Close()
 	s.c.close()
 	return nil
 }

@@ -56,7 +56,7 @@ type harness struct{ c *etcdtest.Cluster }
 func (h harness) NewStore(testing.TB) storetest.Fixture {
 	ns := freshNamespace()
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store { return openEtcd(t, h.c.URL(), ns) },
+		Open: func(t testing.TB) leasestore.Driver { return openEtcd(t, h.c.URL(), ns) },
 		Wipe: func(t testing.TB) { deletePrefix(t, h.c, ns) },
 	}
 }
@@ -192,7 +192,7 @@ func TestEtcdFrozenMemberReturnsAtDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Members[0].Thaw() })
-	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Store { return openEtcd(t, c.URL(), "ns") }, "etcd")
+	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Driver { return openEtcd(t, c.URL(), "ns") }, "etcd")
 }
 
 // TestEtcdRenewRefusedAfterTheKeysWereDeleted deletes a held job's keys by
@@ -428,7 +428,7 @@ func TestEtcdTokenFeedSurvivesRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Stop() })
-	watcher, holder := openEtcd(t, c.URL(), "ns"), openEtcd(t, c.URL(), "ns")
+	watcher, holder := leasestore.New(openEtcd(t, c.URL(), "ns")), openEtcd(t, c.URL(), "ns")
 	log := storetest.Watch(t, watcher, "job")
 	first := storetest.Acquire(t, holder, storetest.Request("job", "w1", storetest.LongTTL))
 	log.Await(t, "of the first grant", storetest.IsState(first.Token, true))
@@ -468,7 +468,7 @@ func TestEtcdTokenFeedSurvivesRestarts(t *testing.T) {
 func TestEtcdTokenFeedReadsWhenTheHistoryForgotTheRun(t *testing.T) {
 	c := testEtcd.Get(t)
 	ns := freshNamespace()
-	watcher, holder := openEtcd(t, c.URL(), ns), openEtcd(t, c.URL(), ns)
+	watcher, holder := leasestore.New(openEtcd(t, c.URL(), ns)), openEtcd(t, c.URL(), ns)
 	log := storetest.Watch(t, watcher, "job")
 	l := storetest.Acquire(t, holder, storetest.Request("job", "w1", storetest.LongTTL))
 	for i := range leasestore.HistoryLimit / 2 {

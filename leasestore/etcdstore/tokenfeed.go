@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/feed"
 )
 
 // Token changes are the writes of a job's record (<ns>#job/<job>): every
@@ -18,7 +17,7 @@ import (
 // rewrites it in the transaction that makes the change, and the record
 // carries the last token and the history that says whether its run ended.
 // Each job followed is one etcd watch stream over that one key, which
-// hands its changes to the hub (package feed); a broken stream is
+// hands its changes to the hub (leasestore.TokenHub); a broken stream is
 // reported lost, opened again, and the job read again after that.
 //
 // The heartbeat (SyncTokens) reads the mod revision of every followed
@@ -34,20 +33,17 @@ import (
 // what changed.
 const feedReadTimeout = 5 * time.Second
 
-// WatchTokens starts following job's fencing state; see
-// leasestore.TokenFeed.
-func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	return s.feed.hub.Watch(ctx, job, fn)
+// StartTokens returns the Store's side of its token feed, a watch stream
+// per job followed; see leasestore.Driver.
+func (s *Store) StartTokens(_ context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	return &tokenSource{s: s, hub: hub, streams: map[string]*jobStream{}, progress: make(chan struct{})}, nil
 }
 
-// SyncTokens is the feed's heartbeat; see leasestore.TokenFeed.
-func (s *Store) SyncTokens(ctx context.Context) error { return s.feed.hub.Sync(ctx) }
-
-// tokenSource is the Store's side of its token feed (feed.Source): a watch
+// tokenSource is the Store's side of its token feed (leasestore.TokenSource): a watch
 // stream per job followed, and how far each has reached the hub.
 type tokenSource struct {
 	s   *Store
-	hub *feed.Hub
+	hub *leasestore.TokenHub
 
 	mu       sync.Mutex
 	streams  map[string]*jobStream
@@ -62,12 +58,6 @@ type jobStream struct {
 	reached int64 // the revision every change up to which reached the hub
 	exists  bool  // the record existed at that revision
 	broke   error // why the stream last broke, for SyncTokens's error
-}
-
-func newTokenSource(s *Store) *tokenSource {
-	f := &tokenSource{s: s, streams: map[string]*jobStream{}, progress: make(chan struct{})}
-	f.hub = feed.New(f)
-	return f
 }
 
 // Follow opens a watch stream over job's record, from the revision after

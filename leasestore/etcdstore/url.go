@@ -19,7 +19,7 @@ func init() {
 }
 
 // openURL is the leasestore.Opener of etcd:// and etcds:// URLs.
-func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Store, error) {
+func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Driver, error) {
 	return Open(u.String(), namespace)
 }
 
@@ -118,7 +118,6 @@ func Open(rawURL, namespace string) (*Store, error) {
 		addr:     strings.Join(strings.Split(u.Host, ","), ","),
 		password: password,
 	}
-	s.feed = newTokenSource(s)
 	s.book = &book{Shelf: (*noticeShelf)(s)}
 	return s, nil
 }

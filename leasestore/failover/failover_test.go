@@ -177,6 +177,28 @@ func TestASingleEndpointIsNeverNoted(t *testing.T) {
 	}
 }
 
+// A single endpoint has nothing to hedge to: its attempt gets the caller's
+// context as it is, on the caller's goroutine, and its answer or failure
+// is the call's.
+func TestDoRunsASingleEndpointsAttemptInPlace(t *testing.T) {
+	type key struct{}
+	ctx := context.WithValue(call(t), key{}, "caller")
+	var got context.Context
+	v, err := Do(ctx, New([]string{"only"}, ""), func(actx context.Context, name string) (string, error) {
+		got = actx
+		return name, nil
+	}, moveOnBroken)
+	if err != nil || v != "only" {
+		t.Fatalf("Do = %q, %v; want only, nil", v, err)
+	}
+	if got != ctx {
+		t.Fatalf("the attempt got a context of its own (%v), want the caller's", got)
+	}
+	if _, err := Do(ctx, New([]string{"broken"}, ""), newCluster().attempt, moveOnBroken); !errors.Is(err, errBroken) {
+		t.Fatalf("Do on a broken single endpoint = %v, want its failure", err)
+	}
+}
+
 // An attempt that the caller's deadline cut short gave no answer: the
 // endpoints silent past the bound stay noted.
 func TestDoKeepsTheNotesWhenTheDeadlineCutsTheAttempts(t *testing.T) {

@@ -62,6 +62,12 @@ func Do[T any](ctx context.Context, e *Endpoints, attempt Attempt[T], moveOn fun
 		err error
 	}
 	order := e.Order()
+	if len(order) == 1 {
+		// Nothing to hedge to: the attempt runs on the caller's goroutine,
+		// without the timer, channel and goroutine of a hedged call, which
+		// a heartbeat through one registry pays on every renewal.
+		return attempt(ctx, e.names[order[0]])
+	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	answers := make(chan answer, len(order))

@@ -29,13 +29,13 @@ type Store struct {
 	notifyDir string
 	access    access // how it creates folders and files (perm.go)
 
-	// The token feed (tokenfeed.go), started by the first WatchTokens.
-	feedMu     sync.Mutex
-	feed       *tokenSource
-	feedClosed bool
+	// The token feed (tokenfeed.go), started by the portable Store's first
+	// WatchTokens.
+	feedMu sync.Mutex
+	feed   *tokenSource
 }
 
-var _ leasestore.Store = (*Store)(nil)
+var _ leasestore.Driver = (*Store)(nil)
 
 // Open opens the embedded store for namespace in dir, creating the
 // folder (0700) if needed. The files are created by the first operation
@@ -515,9 +515,9 @@ func (e *Store) CheckToken(ctx context.Context, job string, token int64) error {
 	})
 }
 
-// MaxSlots is leasestore.MaxSlots: the store keeps every run of a job in
-// its one record; see leasestore.Leaser.
-func (e *Store) MaxSlots() int { return leasestore.MaxSlots }
+// Limits are leasestore.MaxSlots slots and every positive TTL: the store
+// keeps every run of a job in its one record; see leasestore.Driver.
+func (e *Store) Limits() leasestore.Limits { return leasestore.Limits{MaxSlots: leasestore.MaxSlots} }
 
 // Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 func (e *Store) Leave(ctx context.Context, job, holder string) error {

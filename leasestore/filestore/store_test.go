@@ -40,7 +40,7 @@ type harness struct{}
 func (harness) NewStore(t testing.TB) storetest.Fixture {
 	dir := t.TempDir()
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store { return openEmbedded(t, dir) },
+		Open: func(t testing.TB) leasestore.Driver { return openEmbedded(t, dir) },
 		Wipe: func(t testing.TB) {
 			if err := os.RemoveAll(openEmbedded(t, dir).dataDir); err != nil {
 				t.Fatalf("wipe: %v", err)

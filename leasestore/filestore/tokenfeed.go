@@ -2,7 +2,6 @@ package filestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -11,7 +10,6 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/feed"
 )
 
 // Token changes travel like release notifications (notify.go): a grant or
@@ -36,66 +34,38 @@ func (e *Store) tokenPath(job string) string { return e.notifyPath(job) + ".t" }
 // publishToken tells job's token watchers, if any, that its token changed.
 func (e *Store) publishToken(job string) { poke(e.tokenPath(job)) }
 
-// WatchTokens starts following job's fencing state; see
-// leasestore.TokenFeed.
-func (e *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	src, err := e.tokenSource()
+// StartTokens starts the Store's side of its token feed, one file watcher
+// and the goroutine that reads it; see leasestore.Driver.
+func (e *Store) StartTokens(_ context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	w, err := fsnotify.NewWatcher()
 	if err != nil {
-		return nil, err
+		return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: fmt.Errorf("starting file watcher: %w", err)}
 	}
-	return src.hub.Watch(ctx, job, fn)
-}
-
-// SyncTokens reads every watched job's state again and reports it; see
-// leasestore.TokenFeed.
-func (e *Store) SyncTokens(ctx context.Context) error {
+	src := &tokenSource{e: e, hub: hub, w: w, done: make(chan struct{}), jobs: map[string]string{}}
 	e.feedMu.Lock()
-	src := e.feed
+	e.feed = src
 	e.feedMu.Unlock()
-	if src == nil {
-		return nil
-	}
-	return src.hub.Sync(ctx)
-}
-
-// tokenSource returns the Store's feed, starting it on first use.
-func (e *Store) tokenSource() (*tokenSource, error) {
-	e.feedMu.Lock()
-	defer e.feedMu.Unlock()
-	if e.feedClosed {
-		return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: errors.New("the store is closed")}
-	}
-	if e.feed == nil {
-		w, err := fsnotify.NewWatcher()
-		if err != nil {
-			return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: fmt.Errorf("starting file watcher: %w", err)}
-		}
-		e.feed = &tokenSource{e: e, w: w, done: make(chan struct{}), jobs: map[string]string{}}
-		e.feed.hub = feed.New(e.feed)
-		go e.feed.run()
-	}
-	return e.feed, nil
+	go src.run()
+	return src, nil
 }
 
 // closeFeed stops the Store's feed, if it was started.
 func (e *Store) closeFeed() {
 	e.feedMu.Lock()
 	src := e.feed
-	e.feedClosed = true
 	e.feedMu.Unlock()
 	if src != nil {
-		src.hub.Close()
 		_ = src.w.Close()
 		<-src.done
 	}
 }
 
-// tokenSource is the Store's side of its token feed (feed.Source): one
+// tokenSource is the Store's side of its token feed (leasestore.TokenSource): one
 // file watcher for every watched job's token file, and one goroutine (run)
 // that tells the hub which job changed.
 type tokenSource struct {
 	e    *Store
-	hub  *feed.Hub
+	hub  *leasestore.TokenHub
 	w    *fsnotify.Watcher
 	done chan struct{} // closed when run returns
 

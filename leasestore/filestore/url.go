@@ -12,7 +12,7 @@ func init() { leasestore.Register("file", openURL) }
 
 // openURL opens the store a file URL names: file:///abs/dir, or the default
 // folder when the path is empty (leasestore.Open's empty URL).
-func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Store, error) {
+func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Driver, error) {
 	raw := u.String()
 	if u.Host != "" && u.Host != "localhost" {
 		return nil, &leasestore.URLError{URL: raw, Reason: "a file URL names a local folder (file:///path)"}

@@ -39,7 +39,7 @@ func TestOpenURL(t *testing.T) {
 			t.Errorf("Open(%q): %v", tt.raw, err)
 			continue
 		}
-		if dir := s.(*Store).dir; !strings.HasSuffix(dir, tt.wantDir) {
+		if dir := s.Driver().(*Store).dir; !strings.HasSuffix(dir, tt.wantDir) {
 			t.Errorf("Open(%q) opened %q, want a folder ending in %q", tt.raw, dir, tt.wantDir)
 		}
 	}

@@ -104,7 +104,7 @@ func TestAuthErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registrytest.Start(t, backend, "leasectl")
+	reg := registrytest.Start(t, leasestore.New(backend), "leasectl")
 	req := storetest.Request("job", "w", time.Minute)
 
 	_, err = reg.Open(t, "leasectl", "").Acquire(storetest.Ctx(t), req)
@@ -129,7 +129,7 @@ func TestBadRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registrytest.Start(t, backend, "leasectl")
+	reg := registrytest.Start(t, leasestore.New(backend), "leasectl")
 	req := storetest.Request("job", "w", time.Minute)
 	_, err = reg.Open(t, "team-b", registrytest.WorkerToken).Acquire(storetest.Ctx(t), req)
 	var nsErr *leasestore.NamespaceError
@@ -195,7 +195,7 @@ func TestReleaseRetriedGetsTheFirstAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registrytest.Start(t, backend, "leasectl")
+	reg := registrytest.Start(t, leasestore.New(backend), "leasectl")
 	s := reg.Open(t, "leasectl", registrytest.WorkerToken)
 	l := storetest.Acquire(t, s, storetest.Request("job", "w", time.Minute))
 	out := storetest.Outcome(leasestore.ResultCompleted)
@@ -218,7 +218,7 @@ func TestRegionFromTheURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registrytest.Start(t, backend, "leasectl")
+	reg := registrytest.Start(t, leasestore.New(backend), "leasectl")
 	open := func(region string) *httpstore.Store {
 		s, err := httpstore.Open(reg.URL+"?region="+region, "leasectl", httpstore.Options{Token: registrytest.WorkerToken, CAFile: reg.Certs.CA})
 		if err != nil {
@@ -260,7 +260,7 @@ func TestSubscriptionAcrossARegistryRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := registry.New(registry.Config{Store: backend, Namespace: "leasectl", Tokens: tokens, Log: zerolog.Nop()})
+		srv, err := registry.New(registry.Config{Store: leasestore.New(backend), Namespace: "leasectl", Tokens: tokens, Log: zerolog.Nop()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -367,8 +367,8 @@ func TestTokenWatchAcrossARegistryRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = backend.Close() })
-	reg := registrytest.Start(t, backend, "leasectl")
-	s := reg.Open(t, "leasectl", registrytest.ReaderToken)
+	reg := registrytest.Start(t, leasestore.New(backend), "leasectl")
+	s := leasestore.New(reg.Open(t, "leasectl", registrytest.ReaderToken))
 	log := storetest.Watch(t, s, "job")
 
 	reg.Stop(t)
@@ -406,7 +406,7 @@ func TestAnOlderRegistryWithoutLateOutcomesOrAFeed(t *testing.T) {
 	if _, err := s.RecordLate(storetest.Ctx(t), late); !errors.Is(err, leasestore.ErrUnavailable) || !errors.Is(err, httpstore.ErrNoLateOutcomes) {
 		t.Errorf("RecordLate through the older registry: %v, want ErrUnavailable caused by ErrNoLateOutcomes", err)
 	}
-	if _, err := s.WatchTokens(storetest.Ctx(t), "job", func(leasestore.TokenState) {}); !errors.Is(err, leasestore.ErrUnavailable) || !errors.Is(err, httpstore.ErrNoTokenFeed) {
+	if _, err := leasestore.New(s).WatchTokens(storetest.Ctx(t), "job", func(leasestore.TokenState) {}); !errors.Is(err, leasestore.ErrUnavailable) || !errors.Is(err, httpstore.ErrNoTokenFeed) {
 		t.Errorf("WatchTokens through the older registry: %v, want ErrUnavailable caused by ErrNoTokenFeed", err)
 	}
 }
@@ -421,7 +421,7 @@ func TestRecordLateThroughTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := leasestore.LateOutcome{Job: "job", Holder: "w", Token: 1, Outcome: storetest.Outcome(leasestore.ResultFailed)}
-	s := registrytest.Start(t, backend, "leasectl").Open(t, "leasectl", registrytest.WorkerToken)
+	s := registrytest.Start(t, leasestore.New(backend), "leasectl").Open(t, "leasectl", registrytest.WorkerToken)
 	l := storetest.Acquire(t, s, storetest.Request("job", "w", time.Minute))
 	late.Token = l.Token
 	if c, err := s.RecordLate(storetest.Ctx(t), late); err != nil || !c.Released {

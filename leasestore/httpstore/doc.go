@@ -27,8 +27,8 @@
 // leasestore.ErrUnavailable (ErrNoLateOutcomes when the registry says so),
 // so that the outbox keeps the outcome for a later delivery.
 //
-// It is a leasestore.TokenFeed when the store behind the registry has one
-// (embedded, Redis): each watch is held by the registry in that store's
+// It is the source of a token feed (leasestore.TokenSource) when the store
+// behind the registry has one (every store of leasectl's): each watch is held by the registry in that store's
 // feed and collected with long-polls (one connection each); a failed poll is
 // reported Lost and the watch made again with a fresh read, and SyncTokens
 // runs the store's heartbeat in the registry, then waits until the watches

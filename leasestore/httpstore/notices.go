@@ -15,11 +15,6 @@ import (
 func (s *Store) PutNotices(ctx context.Context, notices []leasestore.Notice) error {
 	for start := 0; start < len(notices); start += api.MaxPutNotices {
 		batch := notices[start:min(start+api.MaxPutNotices, len(notices))]
-		for i := range batch {
-			if err := batch[i].Validate(); err != nil {
-				return err
-			}
-		}
 		if err := s.do(ctx, call{op: "put notices", method: http.MethodPost, path: api.PathPutNotices,
 			body: api.PutNoticesRequest{Notices: batch}, key: randomKey()}, nil); err != nil {
 			return s.olderThanNotices("put notices", err)

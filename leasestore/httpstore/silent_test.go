@@ -20,7 +20,7 @@ import (
 // namespace ns, the first behind a proxy the test controls, and returns the
 // store, the proxy and a function that opens a client of both (the proxied
 // one first), as a new process would.
-func twoRegistries(t *testing.T, ns string) (leasestore.Store, *faultproxy.Proxy, func(*testing.T) *httpstore.Store) {
+func twoRegistries(t *testing.T, ns string) (leasestore.Driver, *faultproxy.Proxy, func(*testing.T) *httpstore.Store) {
 	t.Helper()
 	backend, err := filestore.Open(t.TempDir(), ns)
 	if err != nil {
@@ -28,7 +28,7 @@ func twoRegistries(t *testing.T, ns string) (leasestore.Store, *faultproxy.Proxy
 	}
 	t.Cleanup(func() { _ = backend.Close() })
 	t.Setenv("XDG_STATE_HOME", t.TempDir()) // the notes of silent registries
-	first, second := registrytest.Start(t, backend, ns), registrytest.Start(t, backend, ns)
+	first, second := registrytest.Start(t, leasestore.New(backend), ns), registrytest.Start(t, leasestore.New(backend), ns)
 	proxy, err := faultproxy.Start(strings.TrimPrefix(first.URL, "https://"))
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func twoRegistries(t *testing.T, ns string) (leasestore.Store, *faultproxy.Proxy
 // forwarding without closing): runs ride it out (storetest.RideOutSilence).
 func TestTwoRegistriesOneSilent(t *testing.T) {
 	_, proxy, open := twoRegistries(t, "silent")
-	storetest.RideOutSilence(t, func(t *testing.T) leasestore.Store { return open(t) }, func() { proxy.Set(faultproxy.DropBoth) })
+	storetest.RideOutSilence(t, func(t *testing.T) leasestore.Driver { return open(t) }, func() { proxy.Set(faultproxy.DropBoth) })
 }
 
 // TestLateCopyOfAnAcquireGrantsNothing drops the first registry's answers:

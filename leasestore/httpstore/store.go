@@ -19,7 +19,7 @@ import (
 	"github.com/leasectl/leasectl/registry/api"
 )
 
-// Store is a leasestore.Store reached through a registry.
+// Store is a leasestore.Driver reached through a registry.
 type Store struct {
 	registries *failover.Endpoints // base URLs: scheme, host and path prefix
 	clocks     clocks              // the last clock reading of each registry
@@ -38,10 +38,9 @@ type Store struct {
 	// copied follows the runs whose acquire went to more than one
 	// registry: a copy may still land.
 	copied *failover.Copies
-	feed   *tokenSource // token watches (tokenfeed.go)
 }
 
-var _ leasestore.Store = (*Store)(nil)
+var _ leasestore.Driver = (*Store)(nil)
 
 // AuthError is the registry's refusal of the caller's credentials (401)
 // or of its role (403). A 401 reaches callers wrapped in a
@@ -78,10 +77,9 @@ func (e *AuthError) Is(target error) bool {
 	return target == leasestore.ErrForbidden && e.Status == http.StatusForbidden
 }
 
-// Close stops the Store's token watches and closes the idle connections to
-// the registry.
+// Close closes the idle connections to the registry; the token watches'
+// polls end with their watches, which the portable Store closes first.
 func (s *Store) Close() error {
-	s.feed.hub.Close()
 	s.transport.CloseIdleConnections()
 	return nil
 }
@@ -329,10 +327,11 @@ func (s *Store) Stop(ctx context.Context, job string, note leasestore.Note) erro
 		body: api.NoteRequest{JobID: job, By: note.By, Reason: note.Reason}, key: randomKey()}, nil)
 }
 
-// MaxSlots is leasestore.MaxSlots: the registry refuses more slots than the
-// store behind it grants (invalid_request, exit 64), which this client
-// cannot know before it asks; see leasestore.Leaser.
-func (s *Store) MaxSlots() int { return leasestore.MaxSlots }
+// Limits are leasestore.MaxSlots slots and every positive TTL: the
+// registry refuses more slots, or a TTL, that the store behind it does not
+// honour (invalid_request, exit 64), which this client cannot know before
+// it asks; see leasestore.Driver.
+func (s *Store) Limits() leasestore.Limits { return leasestore.Limits{MaxSlots: leasestore.MaxSlots} }
 
 // Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 func (s *Store) Leave(ctx context.Context, job, holder string) error {

@@ -36,9 +36,9 @@ func (embeddedHarness) NewStore(t testing.TB) storetest.Fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registrytest.Start(t, backend, "leasectl")
+	reg := registrytest.Start(t, leasestore.New(backend), "leasectl")
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store { return reg.Open(t, "leasectl", registrytest.OperatorToken) },
+		Open: func(t testing.TB) leasestore.Driver { return reg.Open(t, "leasectl", registrytest.OperatorToken) },
 		Wipe: func(t testing.TB) {
 			// The embedded store's data: one folder per namespace
 			// (leasestore/filestore, file.go).
@@ -68,9 +68,9 @@ func (h redisHarness) NewStore(t testing.TB) storetest.Fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = backend.Close() })
-	reg := registrytest.Start(t, backend, ns)
+	reg := registrytest.Start(t, leasestore.New(backend), ns)
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store { return reg.Open(t, ns, registrytest.OperatorToken) },
+		Open: func(t testing.TB) leasestore.Driver { return reg.Open(t, ns, registrytest.OperatorToken) },
 		Wipe: func(t testing.TB) {
 			if _, err := h.srv.Do("FLUSHALL"); err != nil {
 				t.Fatal(err)

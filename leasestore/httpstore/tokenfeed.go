@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/feed"
 	"github.com/leasectl/leasectl/registry/api"
 )
 
@@ -23,41 +22,29 @@ import (
 // itself). The errors also match leasestore.ErrUnavailable.
 var ErrNoTokenFeed = errors.New("the store behind the registry has no token feed")
 
-// WatchTokens starts following job's fencing state through the registry's
-// store; see leasestore.TokenFeed. The first watch of a job makes a watch
-// of it in the registry, whose states a goroutine collects with
-// long-polls, one at a time (each job holds one request, so one
-// connection, to the registry), until its last watch closes. When a poll
-// fails (the registry restarted or cannot be reached, or the watch fell
-// behind), the job's watches get a Lost state, and the registry's watch is
-// made again, with backoff, its first state a fresh read.
-func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	if err := leasestore.ValidateJobID(job); err != nil {
-		return nil, &leasestore.RequestError{Op: "watch tokens", Field: "job", Reason: err.Error()}
-	}
-	return s.feed.hub.Watch(ctx, job, fn)
+// StartTokens returns the Store's side of its token feed, which follows
+// jobs through the registry's store; see leasestore.Driver. The first watch
+// of a job makes a watch of it in the registry, whose states a goroutine
+// collects with long-polls, one at a time (each job holds one request, so
+// one connection, to the registry), until its last watch closes. When a
+// poll fails (the registry restarted or cannot be reached, or the watch
+// fell behind), the job's watches get a Lost state, and the registry's
+// watch is made again, with backoff, its first state a fresh read. The
+// heartbeat (Barrier) asks the registry to run its store's heartbeat and
+// to say how far each of this Store's watches had got then, and waits
+// until each has handed its states that far to the hub.
+func (s *Store) StartTokens(_ context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	return &tokenSource{s: s, hub: hub, watches: map[string]*registryWatch{}}, nil
 }
 
-// SyncTokens is the feed's heartbeat; see leasestore.TokenFeed. It asks
-// the registry to run its store's heartbeat and to say how far each of
-// this Store's watches had got then, and waits until each has handed its
-// states that far to the hub.
-func (s *Store) SyncTokens(ctx context.Context) error { return s.feed.hub.Sync(ctx) }
-
-// tokenSource is the Store's side of its token feed (feed.Source): a
+// tokenSource is the Store's side of its token feed (leasestore.TokenSource): a
 // watch in the registry per job followed.
 type tokenSource struct {
 	s   *Store
-	hub *feed.Hub
+	hub *leasestore.TokenHub
 
 	mu      sync.Mutex
 	watches map[string]*registryWatch // by job
-}
-
-func newTokenSource(s *Store) *tokenSource {
-	f := &tokenSource{s: s, watches: map[string]*registryWatch{}}
-	f.hub = feed.New(f)
-	return f
 }
 
 // registryWatch is the registry's watch of one job, followed by its own

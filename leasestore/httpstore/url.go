@@ -31,7 +31,7 @@ const (
 
 // openURL is the leasestore.Opener of the http and https schemes, with the
 // settings in the process's environment.
-func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Store, error) {
+func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Driver, error) {
 	return Open(u.String(), namespace, Options{
 		Token: os.Getenv(EnvToken), CAFile: os.Getenv(EnvCAFile),
 		ClientCert: os.Getenv(EnvClientCert), ClientKey: os.Getenv(EnvClientKey),
@@ -162,7 +162,6 @@ func Open(rawURL, namespace string, opts Options) (*Store, error) {
 		region:    region,
 	}
 	s.copied = failover.NewCopies(s, "gave up on the copies of its acquire sent to other registries")
-	s.feed = newTokenSource(s)
 	return s, nil
 }
 

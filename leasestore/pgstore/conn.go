@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasectl/leasectl/leasestore"
 )
 
 // poolSize bounds the connections one Store opens. A supervisor makes one
@@ -51,7 +53,7 @@ func (s *Store) get(ctx context.Context) (c *pgconn.PgConn, pooled bool, err err
 // does, when it names several.
 func (s *Store) dial(ctx context.Context, cfg *pgconn.Config) (*pgconn.PgConn, error) {
 	if s.closed.Load() {
-		return nil, errClosed
+		return nil, leasestore.ErrClosed
 	}
 	if names, byName := hosts(cfg); names != nil {
 		return s.dialHosts(ctx, names, byName)
@@ -67,9 +69,6 @@ func (s *Store) dialOne(ctx context.Context, cfg *pgconn.Config) (*pgconn.PgConn
 	}
 	return pgconn.ConnectConfig(ctx, cfg)
 }
-
-// errClosed is the cause of an operation on a closed Store.
-var errClosed = errors.New("the PostgreSQL store is closed")
 
 // put gives c back to the pool, or closes it when it cannot serve another
 // call (its call was interrupted, or the store is closed).

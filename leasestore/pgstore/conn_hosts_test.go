@@ -57,7 +57,7 @@ func TestMultiHostURLWithASilentHost(t *testing.T) {
 				silence = func() { proxy.Set(faultproxy.DropBoth) }
 			}
 			url, ns := multiHost(primary, first), freshNamespace()
-			storetest.RideOutSilence(t, func(t *testing.T) leasestore.Store { return openPG(t, url, ns) }, silence)
+			storetest.RideOutSilence(t, func(t *testing.T) leasestore.Driver { return openPG(t, url, ns) }, silence)
 		})
 	}
 }

@@ -80,7 +80,8 @@
 //
 // # Token feed
 //
-// The Store is a leasestore.TokenFeed, for package fence's write-through
+// The Store is the source of a token feed (leasestore.TokenSource, under
+// the portable leasestore.Store's hub), for package fence's write-through
 // pattern: grants, releases and counted crashes notify the namespace's one
 // token channel with the job and its token, inside their transaction, so a
 // change is delivered only if it commits, in commit order. A Store's feed

@@ -1,13 +1,10 @@
 package pgstore
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,11 +15,7 @@ import (
 // unavailable wraps a failure in an *UnavailableError whose message names
 // the cause in one line and never holds the password.
 func (s *Store) unavailable(op string, err error) error {
-	var ue *leasestore.UnavailableError
-	if errors.As(err, &ue) {
-		return err
-	}
-	return &leasestore.UnavailableError{Op: op, Err: &pgError{msg: leasestore.Scrub(s.explain(err), s.password), err: err}}
+	return leasestore.Unavailable(op, s.explain(err), err, s.password)
 }
 
 // explain names the cause of a failure for an operator.
@@ -35,36 +28,27 @@ func (s *Store) explain(err error) string {
 	if errors.As(err, &pe) {
 		return s.explainServer(pe)
 	}
-	var netErr net.Error
 	var certErr *tls.CertificateVerificationError
 	var unknownAuthority x509.UnknownAuthorityError
 	var hostErr x509.HostnameError
 	switch {
-	case errors.Is(err, errClosed):
-		return errClosed.Error()
-	case errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) || errors.As(err, &netErr) && netErr.Timeout():
+	case errors.Is(err, leasestore.ErrClosed):
+		return leasestore.ErrClosed.Error()
+	case pgconn.Timeout(err):
 		return fmt.Sprintf("no answer from %s before the deadline", s.server())
-	case errors.Is(err, context.Canceled):
-		return "cancelled while talking to PostgreSQL"
 	case errors.As(err, &certErr) || errors.As(err, &unknownAuthority) || errors.As(err, &hostErr):
 		return fmt.Sprintf("the TLS certificate of %s is not trusted: %s", s.server(), lastPart(err))
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return fmt.Sprintf("%s closed the connection", s.server())
 	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		if opErr.Op == "dial" {
-			return fmt.Sprintf("cannot connect to %s: %v", s.server(), opErr.Err)
-		}
-		return fmt.Sprintf("lost the connection to %s: %v", s.server(), opErr.Err)
+	if msg, ok := leasestore.ExplainTransport(s.server(), "PostgreSQL", err); ok {
+		return msg
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {
 		// pgconn's message names the user, database and address of each
 		// attempt; the cause is the innermost part of the last one.
-		return fmt.Sprintf("cannot connect to %s: %s", s.server(), firstLine(innermost(connErr).Error()))
+		return fmt.Sprintf("cannot connect to %s: %s", s.server(), leasestore.FirstLine(innermost(connErr).Error()))
 	}
-	return fmt.Sprintf("%s: %s", s.server(), firstLine(err.Error()))
+	return fmt.Sprintf("%s: %s", s.server(), leasestore.FirstLine(err.Error()))
 }
 
 // explainServer names the cause of an error the server reported.
@@ -100,14 +84,9 @@ func (s *Store) server() string {
 	return "PostgreSQL at " + s.addr
 }
 
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
 // lastPart is the innermost part of an error message of the form "a: b: c".
 func lastPart(err error) string {
-	msg := firstLine(err.Error())
+	msg := leasestore.FirstLine(err.Error())
 	if i := strings.LastIndex(msg, ": "); i >= 0 {
 		return msg[i+2:]
 	}
@@ -136,13 +115,3 @@ func innermost(err error) error {
 		}
 	}
 }
-
-// pgError is a failure explained in one line; the original error stays
-// reachable for errors.Is and errors.As.
-type pgError struct {
-	msg string
-	err error
-}
-
-func (e *pgError) Error() string { return e.msg }
-func (e *pgError) Unwrap() error { return e.err }

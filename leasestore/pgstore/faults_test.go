@@ -104,7 +104,7 @@ func TestFrozenServerReturnsAtTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Thaw() })
-	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Store { return openPG(t, srv.URL, "ns") },
+	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Driver { return openPG(t, srv.URL, "ns") },
 		"before the deadline", srv.Password)
 }
 
@@ -316,9 +316,9 @@ func TestScanSkipsJobsLockedElsewhere(t *testing.T) {
 func TestScanInBatches(t *testing.T) {
 	srv := testPG.Get(t)
 	ns := freshNamespace()
-	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Store { return openPG(t, srv.URL, ns) }}
+	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Driver { return openPG(t, srv.URL, ns) }}
 	const runs = scanBatch + scanBatch/2
-	storetest.Seed(t, f, runs, func(s leasestore.Store, i int) error {
+	storetest.Seed(t, f, runs, func(s storetest.Client, i int) error {
 		req := storetest.Request(fmt.Sprintf("crash-%04d", i), "w", time.Millisecond)
 		_, err := s.Acquire(context.Background(), req)
 		return err
@@ -374,9 +374,9 @@ func pgBouncer(t *testing.T) *pgtest.PgBouncer {
 func TestThroughPgBouncer(t *testing.T) {
 	b := pgBouncer(t)
 	ns := freshNamespace()
-	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Store { return openPG(t, b.URL, ns) }}
+	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Driver { return openPG(t, b.URL, ns) }}
 	var grants, held atomic.Int64
-	storetest.Seed(t, f, 16, func(s leasestore.Store, i int) error {
+	storetest.Seed(t, f, 16, func(s storetest.Client, i int) error {
 		_, err := s.Acquire(context.Background(), storetest.Request("job", fmt.Sprintf("w%d", i), storetest.LongTTL))
 		var h *leasestore.HeldError
 		switch {

@@ -28,7 +28,7 @@ const (
 	closeTimeout = time.Second
 )
 
-// Store is the leasestore.Store kept in PostgreSQL, shared by many hosts.
+// Store is the leasestore.Driver kept in PostgreSQL, shared by many hosts.
 // Each namespace is one schema: its tables and the functions that are the
 // only way leasectl changes them, each operation one function call and so
 // one transaction. Waiters are woken with LISTEN/NOTIFY.
@@ -51,7 +51,8 @@ type Store struct {
 	// migrateMu makes the calls of one Store wait for one migration.
 	migrateMu sync.Mutex
 
-	// The token feed (tokenfeed.go), started by the first WatchTokens.
+	// The token feed (tokenfeed.go), started by the portable Store's first
+	// WatchTokens.
 	feedMu sync.Mutex
 	feed   *tokenFeed
 
@@ -62,7 +63,7 @@ type Store struct {
 	sqlExpect, sqlOverdue, sqlLeave                                         string
 }
 
-var _ leasestore.Store = (*Store)(nil)
+var _ leasestore.Driver = (*Store)(nil)
 
 // prepareStatements writes the statement of each operation: a call of its
 // function in the namespace's schema, every argument cast to the
@@ -378,10 +379,10 @@ func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
 	return &leasestore.StaleTokenError{Job: job, Token: token, Current: r.Current, Live: r.Live}
 }
 
-// MaxSlots is leasestore.MaxSlots: a job's runs are rows of their own,
-// each transition reads and writes those of its job; see
-// leasestore.Leaser.
-func (s *Store) MaxSlots() int { return leasestore.MaxSlots }
+// Limits are leasestore.MaxSlots slots and every positive TTL: a job's
+// runs are rows of their own, each transition reads and writes those of
+// its job; see leasestore.Driver.
+func (s *Store) Limits() leasestore.Limits { return leasestore.Limits{MaxSlots: leasestore.MaxSlots} }
 
 // Leave takes holder out of job's queue of waiters; see leasestore.Leaser.
 func (s *Store) Leave(ctx context.Context, job, holder string) error {

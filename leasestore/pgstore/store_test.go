@@ -68,7 +68,7 @@ func (h harness) NewStore(t testing.TB) storetest.Fixture {
 	ns := freshNamespace()
 	h.mutate(t, ns)
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store { return openPG(t, h.srv.URL, ns) },
+		Open: func(t testing.TB) leasestore.Driver { return openPG(t, h.srv.URL, ns) },
 		Wipe: func(t testing.TB) {
 			s := quoteIdent(ns)
 			execSQL(t, h.srv, fmt.Sprintf("TRUNCATE %s.jobs, %[1]s.runs, %[1]s.history, %[1]s.queue", s))

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/feed"
 )
 
 // Token changes travel by LISTEN/NOTIFY too: acquire's grant, release and
@@ -65,47 +64,19 @@ func tokenChannel(namespace string) string {
 	return "leasectl_tokens_" + hex.EncodeToString(sum[:])
 }
 
-// WatchTokens starts following job's fencing state; see
-// leasestore.TokenFeed. The first watch of a Store opens the feed's
-// connection, which all its watches share.
-func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	f, err := s.tokenFeed(ctx)
-	if err != nil {
-		return nil, s.unavailable("watch tokens", err)
-	}
-	return f.hub.Watch(ctx, job, fn)
-}
-
-// SyncTokens is the feed's heartbeat; see leasestore.TokenFeed. It reads
+// StartTokens connects the Store's token feed, whose connection all its
+// watches share; see leasestore.Driver. Its heartbeat (Barrier) reads
 // again the watches lost since the connection was, notifies the feed's
 // sync channel and waits until that notification comes back.
-func (s *Store) SyncTokens(ctx context.Context) error {
-	s.feedMu.Lock()
-	f := s.feed
-	s.feedMu.Unlock()
-	if f == nil {
-		return nil
-	}
-	return f.hub.Sync(ctx)
-}
-
-// tokenFeed returns the Store's feed, connecting it on first use.
-func (s *Store) tokenFeed(ctx context.Context) (*tokenFeed, error) {
+func (s *Store) StartTokens(ctx context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
 	s.feedMu.Lock()
 	defer s.feedMu.Unlock()
-	if s.closed.Load() {
-		return nil, errClosed
-	}
-	if s.feed != nil {
-		return s.feed, nil
-	}
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	f := &tokenFeed{
-		s: s, channel: tokenChannel(s.ns), syncChannel: "leasectl_sync_" + hex.EncodeToString(id),
+		s: s, hub: hub, channel: tokenChannel(s.ns), syncChannel: "leasectl_sync_" + hex.EncodeToString(id),
 		changed: make(chan struct{}), beats: map[string]chan struct{}{},
 	}
-	f.hub = feed.New(f)
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	l, err := s.listen(ctx, &listener{
 		listen:   "LISTEN " + quoteIdent(f.channel) + "; LISTEN " + quoteIdent(f.syncChannel),
@@ -115,7 +86,7 @@ func (s *Store) tokenFeed(ctx context.Context) (*tokenFeed, error) {
 	})
 	if err != nil {
 		f.cancel()
-		return nil, err
+		return nil, s.unavailable("watch tokens", err)
 	}
 	f.l = l
 	s.feed = f
@@ -130,7 +101,6 @@ func (s *Store) closeFeed() {
 	if f == nil {
 		return
 	}
-	f.hub.Close()
 	f.cancel()
 	f.l.close()
 	f.mu.Lock()
@@ -140,11 +110,11 @@ func (s *Store) closeFeed() {
 	f.mu.Unlock()
 }
 
-// tokenFeed is the Store's side of its token feed (feed.Source): one
+// tokenFeed is the Store's side of its token feed (leasestore.TokenSource): one
 // listener, on the namespace's token channel and the feed's sync channel.
 type tokenFeed struct {
 	s           *Store
-	hub         *feed.Hub
+	hub         *leasestore.TokenHub
 	l           *listener
 	channel     string // the namespace's token channel
 	syncChannel string // this feed's alone
@@ -176,7 +146,7 @@ func (f *tokenFeed) Follow(ctx context.Context, _ string) error {
 		switch {
 		case f.closed:
 			f.mu.Unlock()
-			return f.s.unavailable("watch tokens", errClosed)
+			return f.s.unavailable("watch tokens", leasestore.ErrClosed)
 		case f.listening && f.proven:
 			f.mu.Unlock()
 			return nil
@@ -204,7 +174,7 @@ func (f *tokenFeed) Unfollow(string) {}
 func (f *tokenFeed) awaitListening(ctx context.Context) error {
 	for !f.listening {
 		if f.closed {
-			return errClosed
+			return leasestore.ErrClosed
 		}
 		wait, down := f.changed, f.down()
 		f.mu.Unlock()

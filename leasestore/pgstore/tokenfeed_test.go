@@ -17,7 +17,7 @@ import (
 func TestTokenFeedReadsAgainAfterALostConnection(t *testing.T) {
 	srv := testPG.Get(t)
 	ns := freshNamespace()
-	watcher := openPG(t, withApp(srv.URL, ns), ns)
+	watcher := leasestore.New(openPG(t, withApp(srv.URL, ns), ns))
 	holder := openPG(t, srv.URL, ns)
 	log := storetest.Watch(t, watcher, "job")
 	first := storetest.Acquire(t, holder, storetest.Request("job", "a", storetest.LongTTL))
@@ -53,7 +53,7 @@ func TestTokenFeedReadsAgainAfterALostConnection(t *testing.T) {
 func TestSyncTokensWaitsForQueuedChanges(t *testing.T) {
 	srv := testPG.Get(t)
 	ns := freshNamespace()
-	watcher, holder := openPG(t, srv.URL, ns), openPG(t, srv.URL, ns)
+	watcher, holder := leasestore.New(openPG(t, srv.URL, ns)), openPG(t, srv.URL, ns)
 	log := storetest.NewTokenLog()
 	w, err := watcher.WatchTokens(pgCall(t, storetest.HangGuard), "job", func(st leasestore.TokenState) {
 		if !st.Read {
@@ -83,7 +83,7 @@ func TestSyncTokensWaitsForQueuedChanges(t *testing.T) {
 // the server is frozen.
 func TestSyncTokensFailsWhenTheMarkerDoesNotComeBack(t *testing.T) {
 	srv := ownPG(t)
-	s := openPG(t, srv.URL, "ns")
+	s := leasestore.New(openPG(t, srv.URL, "ns"))
 	storetest.Watch(t, s, "job")
 	if err := srv.Freeze(); err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestSyncTokensFailsWhenTheMarkerDoesNotComeBack(t *testing.T) {
 // nothing: WatchTokens says so rather than return a watch that never hears
 // a change.
 func TestTokenFeedRefusedThroughPgBouncer(t *testing.T) {
-	s := openPG(t, pgBouncer(t).URL, freshNamespace())
+	s := leasestore.New(openPG(t, pgBouncer(t).URL, freshNamespace()))
 	_, err := s.WatchTokens(pgCall(t, storetest.HangGuard), "job", func(leasestore.TokenState) {})
 	t.Logf("error: %v", err)
 	if !errors.Is(err, leasestore.ErrUnavailable) || !strings.Contains(err.Error(), "PgBouncer") {

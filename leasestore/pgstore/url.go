@@ -18,7 +18,7 @@ func init() {
 }
 
 // openURL is the leasestore.Opener of postgres:// and postgresql:// URLs.
-func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Store, error) {
+func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Driver, error) {
 	return Open(u.String(), namespace)
 }
 

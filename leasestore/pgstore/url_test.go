@@ -39,7 +39,7 @@ func TestOpenIsRegisteredForBothSchemes(t *testing.T) {
 			t.Errorf("leasestore.Open(%s://...): %v", scheme, err)
 			continue
 		}
-		if _, ok := s.(*Store); !ok {
+		if _, ok := s.Driver().(*Store); !ok {
 			t.Errorf("leasestore.Open(%s://...) = %T, want a *pgstore.Store", scheme, s)
 		}
 		s.Close()

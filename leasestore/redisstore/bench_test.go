@@ -45,7 +45,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 	const jobs = 10_000
 	srv := ownRedis(b)
 	ns := "leasectl"
-	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Store { return openRedis(t, srv.URL, ns) }}
+	f := storetest.Fixture{Open: func(t testing.TB) leasestore.Driver { return openRedis(t, srv.URL, ns) }}
 	job := func(i int) string { return fmt.Sprintf("encode-%06d", i) }
 	s := openRedis(b, srv.URL, ns)
 	var inflight, atRest float64
@@ -56,7 +56,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 		base := usedMemory(b, srv)
 		// At rest: every job through HistoryLimit/2 runs, each an acquired
 		// and a released event.
-		storetest.Seed(b, f, jobs, func(s leasestore.Store, i int) error {
+		storetest.Seed(b, f, jobs, func(s storetest.Client, i int) error {
 			for range leasestore.HistoryLimit / 2 {
 				l, err := s.Acquire(context.Background(), storetest.RealisticRequest(job(i), time.Hour))
 				if err != nil {
@@ -72,7 +72,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 		atRest = float64(rested-base) / jobs
 		// In flight: the same jobs running again; then take their evidence
 		// and index entries away again to count exactly those.
-		storetest.Seed(b, f, jobs, func(s leasestore.Store, i int) error {
+		storetest.Seed(b, f, jobs, func(s storetest.Client, i int) error {
 			_, err := s.Acquire(context.Background(), storetest.RealisticRequest(job(i), 30*time.Second))
 			return err
 		})

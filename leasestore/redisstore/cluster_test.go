@@ -22,7 +22,7 @@ func (h clusterHarness) NewStore(testing.TB) storetest.Fixture {
 	ns := freshNamespace()
 	seed := "redis+cluster://" + h.c.Addrs()[0]
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store { return openRedis(t, seed, ns) },
+		Open: func(t testing.TB) leasestore.Driver { return openRedis(t, seed, ns) },
 		Wipe: func(t testing.TB) {
 			rdb := openRedis(t, seed, ns).rdb.(*redis.ClusterClient)
 			err := rdb.ForEachMaster(storetest.Ctx(t), func(ctx context.Context, node *redis.Client) error {

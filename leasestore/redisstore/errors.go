@@ -1,11 +1,9 @@
 package redisstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,13 +22,12 @@ func (s *Store) unavailable(op string, err error) error {
 		return &leasestore.URLError{URL: s.url, Reason: fmt.Sprintf(
 			"database %d does not exist on %s (Redis has /0 to /15 unless configured with more databases)", s.db, s.server())}
 	}
-	return &leasestore.UnavailableError{Op: op, Err: &redisError{msg: leasestore.Scrub(s.explain(err), s.secrets...), err: err}}
+	return leasestore.Unavailable(op, s.explain(err), err, s.secrets...)
 }
 
 // explain names the cause of a go-redis failure, using go-redis's own
 // typed error checks.
 func (s *Store) explain(err error) string {
-	var netErr net.Error
 	var tlsErr *TLSError
 	switch {
 	case errors.As(err, &tlsErr):
@@ -51,10 +48,6 @@ func (s *Store) explain(err error) string {
 		return "Redis is busy running a slow script"
 	case redis.IsClusterDownError(err):
 		return "the Redis cluster is down (CLUSTERDOWN)"
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
-		return fmt.Sprintf("no answer from %s before the deadline", s.server())
-	case errors.Is(err, context.Canceled):
-		return "cancelled while talking to Redis"
 	case errors.Is(err, redis.ErrClosed):
 		return "the Redis client is closed"
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
@@ -64,14 +57,10 @@ func (s *Store) explain(err error) string {
 		}
 		return fmt.Sprintf("%s closed the connection", s.server())
 	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		if opErr.Op == "dial" {
-			return fmt.Sprintf("cannot connect to %s: %v", s.server(), opErr.Err)
-		}
-		return fmt.Sprintf("lost the connection to %s: %v", s.server(), opErr.Err)
+	if msg, ok := leasestore.ExplainTransport(s.server(), "Redis", err); ok {
+		return msg
 	}
-	return fmt.Sprintf("%s: %s", s.server(), firstLine(err.Error()))
+	return fmt.Sprintf("%s: %s", s.server(), leasestore.FirstLine(err.Error()))
 }
 
 // server names the Redis server in messages.
@@ -111,7 +100,7 @@ func aclDenied(err error) bool {
 // command (named by the reply, or found at the script line the reply
 // points to), the namespace's key pattern or its channel pattern.
 func (s *Store) denial(err error) string {
-	msg := firstLine(err.Error())
+	msg := leasestore.FirstLine(err.Error())
 	lower := strings.ToLower(msg)
 	const grant = " (the README's ACL line lists everything leasectl needs)"
 	switch {
@@ -163,18 +152,3 @@ func scriptLineCommand(msg string) string {
 	}
 	return scriptCommand(strings.TrimSpace(sha), n)
 }
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
-// redisError is a go-redis failure explained in one line; the original
-// error stays reachable for errors.Is and errors.As.
-type redisError struct {
-	msg string
-	err error
-}
-
-func (e *redisError) Error() string { return e.msg }
-func (e *redisError) Unwrap() error { return e.err }

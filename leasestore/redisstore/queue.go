@@ -6,10 +6,10 @@ import (
 	"github.com/leasectl/leasectl/leasestore"
 )
 
-// MaxSlots is the most slots the store grants a job: every run is found
-// through the job's record (its slots), so the bound keeps a transition's
-// reads small; see leasestore.Leaser.
-func (s *Store) MaxSlots() int { return leasestore.MaxSlots }
+// Limits are leasestore.MaxSlots slots and every positive TTL: every run
+// is found through the job's record (its slots), so the bound keeps a
+// transition's reads small; see leasestore.Driver.
+func (s *Store) Limits() leasestore.Limits { return leasestore.Limits{MaxSlots: leasestore.MaxSlots} }
 
 // Leave takes holder out of job's queue of waiters, waking the waiters when
 // a slot is free (lua/leave.lua); see leasestore.Leaser.

@@ -20,7 +20,7 @@ type sentinelHarness struct{ topo *redistest.Sentinel }
 func (h sentinelHarness) NewStore(testing.TB) storetest.Fixture {
 	ns := freshNamespace()
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store { return openRedis(t, h.topo.URL(), ns) },
+		Open: func(t testing.TB) leasestore.Driver { return openRedis(t, h.topo.URL(), ns) },
 		Wipe: func(t testing.TB) {
 			primary, err := h.topo.Primary()
 			if err == nil {

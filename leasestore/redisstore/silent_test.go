@@ -133,7 +133,7 @@ func TestSentinelSilentNode(t *testing.T) {
 				silence = freezes(t, replicas[0])
 			}
 			ns := freshNamespace()
-			storetest.RideOutSilence(t, func(t *testing.T) leasestore.Store { return openRedis(t, url, ns) }, silence)
+			storetest.RideOutSilence(t, func(t *testing.T) leasestore.Driver { return openRedis(t, url, ns) }, silence)
 		})
 	}
 }
@@ -151,7 +151,7 @@ func TestSentinelSilentPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := freshNamespace()
-	storetest.RideOutSilenceWith(t, silentPrimary, func(t *testing.T) leasestore.Store { return openRedis(t, topo.URL(), ns) }, freezesCaughtUp(t, primary))
+	storetest.RideOutSilenceWith(t, silentPrimary, func(t *testing.T) leasestore.Driver { return openRedis(t, topo.URL(), ns) }, freezesCaughtUp(t, primary))
 }
 
 // silentCluster starts a cluster of three primaries with a replica each,
@@ -187,7 +187,7 @@ func TestClusterSilentNode(t *testing.T) {
 				url = strings.Replace(url, seed, proxy, 1)
 			}
 			ns := freshNamespace()
-			storetest.RideOutSilence(t, func(t *testing.T) leasestore.Store { return openRedis(t, url, ns) }, silence)
+			storetest.RideOutSilence(t, func(t *testing.T) leasestore.Driver { return openRedis(t, url, ns) }, silence)
 		})
 	}
 }
@@ -213,7 +213,7 @@ func TestClusterSilentPrimary(t *testing.T) {
 			}
 		}
 	}
-	storetest.RideOutSilenceWith(t, silentPrimary, func(t *testing.T) leasestore.Store { return openRedis(t, url, ns) }, freezesCaughtUp(t, owner))
+	storetest.RideOutSilenceWith(t, silentPrimary, func(t *testing.T) leasestore.Driver { return openRedis(t, url, ns) }, freezesCaughtUp(t, owner))
 }
 
 // TestLateCopyOfAnAcquireGrantsNothing holds Redis's replies for twice the

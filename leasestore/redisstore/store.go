@@ -39,7 +39,7 @@ const (
 	releaseUndoTimeout = time.Second
 )
 
-// Store is the leasestore.Store kept in Redis, shared by many hosts. It
+// Store is the leasestore.Driver kept in Redis, shared by many hosts. It
 // works through any go-redis UniversalClient: a single node, a Sentinel
 // failover client or a Cluster client, since every script touches the keys
 // of one slot.
@@ -63,13 +63,13 @@ type Store struct {
 	// copies follows the runs whose acquire went out more than once.
 	copies *failover.Copies
 
-	// The token feed (tokenfeed.go), started by the first WatchTokens.
-	feedMu     sync.Mutex
-	feed       *tokenFeed
-	feedClosed bool
+	// The token feed (tokenfeed.go), started by the portable Store's first
+	// WatchTokens.
+	feedMu sync.Mutex
+	feed   *tokenFeed
 }
 
-var _ leasestore.Store = (*Store)(nil)
+var _ leasestore.Driver = (*Store)(nil)
 
 // New returns a Store on rdb keeping its keys under namespace, which must
 // be valid (leasestore.ValidateNamespace). rdb should not retry commands on

@@ -63,7 +63,7 @@ type harness struct{ srv *redistest.Server }
 func (h harness) NewStore(testing.TB) storetest.Fixture {
 	ns := freshNamespace()
 	return storetest.Fixture{
-		Open: func(t testing.TB) leasestore.Store { return openRedis(t, h.srv.URL, ns) },
+		Open: func(t testing.TB) leasestore.Driver { return openRedis(t, h.srv.URL, ns) },
 		Wipe: func(t testing.TB) {
 			if _, err := h.srv.Do("FLUSHALL"); err != nil {
 				t.Fatal(err)
@@ -112,7 +112,7 @@ func TestRedisFrozenServerReturnsAtDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Thaw() })
-	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Store { return openRedis(t, srv.URL, "ns") },
+	storetest.WantFrozenCallsReturn(t, s, l, func(t testing.TB) leasestore.Driver { return openRedis(t, srv.URL, "ns") },
 		"before the deadline")
 }
 

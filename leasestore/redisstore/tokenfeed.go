@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasectl/leasectl/leasestore"
-	"github.com/leasectl/leasectl/leasestore/feed"
 )
 
 // Payloads on a job's notification channel (lua/lib.lua): a grant, the end
@@ -46,76 +45,47 @@ const (
 	unsubscribeTimeout = time.Second
 )
 
-// WatchTokens starts following job's fencing state; see
-// leasestore.TokenFeed. The first watch of a Store opens its one pub/sub
-// connection for all watches, and a goroutine that receives on it.
-func (s *Store) WatchTokens(ctx context.Context, job string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
-	f, err := s.tokenFeed()
-	if err != nil {
-		return nil, err
+// StartTokens opens the Store's one pub/sub connection for all its token
+// watches, and a goroutine that receives on it; see leasestore.Driver. The
+// heartbeat (Barrier) publishes a marker on the heartbeat channel of every
+// shard with a watched job, from the server that owns the shard
+// (lua/sync.lua), and returns once every marker came back: notifications
+// travel the same way, so all those published before have arrived.
+func (s *Store) StartTokens(_ context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &tokenFeed{
+		s: s, hub: hub, ps: s.rdb.Subscribe(ctx), id: hex.EncodeToString(id), ctx: ctx, cancel: cancel,
+		done: make(chan struct{}), jobs: map[string]string{}, waiting: map[string][]chan struct{}{},
+		beats: map[string]*beat{}, shards: map[string]int{},
 	}
-	return f.hub.Watch(ctx, job, fn)
-}
-
-// SyncTokens is the feed's heartbeat; see leasestore.TokenFeed. It
-// publishes a marker on the heartbeat channel of every shard with a watched
-// job, from the server that owns the shard (lua/sync.lua), and returns once
-// every marker came back: notifications travel the same way, so all those
-// published before have arrived.
-func (s *Store) SyncTokens(ctx context.Context) error {
 	s.feedMu.Lock()
-	f := s.feed
+	s.feed = f
 	s.feedMu.Unlock()
-	if f == nil {
-		return nil
-	}
-	return f.hub.Sync(ctx)
-}
-
-// tokenFeed returns the Store's feed, starting it on first use.
-func (s *Store) tokenFeed() (*tokenFeed, error) {
-	s.feedMu.Lock()
-	defer s.feedMu.Unlock()
-	if s.feedClosed {
-		return nil, s.unavailable("watch tokens", redis.ErrClosed)
-	}
-	if s.feed == nil {
-		id := make([]byte, 8)
-		_, _ = rand.Read(id)
-		ctx, cancel := context.WithCancel(context.Background())
-		f := &tokenFeed{
-			s: s, ps: s.rdb.Subscribe(ctx), id: hex.EncodeToString(id), ctx: ctx, cancel: cancel,
-			done: make(chan struct{}), jobs: map[string]string{}, waiting: map[string][]chan struct{}{},
-			beats: map[string]*beat{}, shards: map[string]int{},
-		}
-		f.hub = feed.New(f)
-		s.feed = f
-		go f.run()
-	}
-	return s.feed, nil
+	go f.run()
+	return f, nil
 }
 
 // closeFeed stops the Store's feed, if it was started.
 func (s *Store) closeFeed() {
 	s.feedMu.Lock()
 	f := s.feed
-	s.feedClosed = true
 	s.feedMu.Unlock()
 	if f != nil {
-		f.hub.Close()
 		f.cancel()
 		_ = f.ps.Close()
 		<-f.done
 	}
 }
 
-// tokenFeed is the Store's side of its token feed (feed.Source): one
+// tokenFeed is the Store's side of its token feed (leasestore.TokenSource): one
 // pub/sub connection, subscribed to the watched jobs' notification channels
 // and their shards' heartbeat channels, and one goroutine (run) that
 // receives on it and hands the changes to the hub.
 type tokenFeed struct {
 	s      *Store
-	hub    *feed.Hub
+	hub    *leasestore.TokenHub
 	ps     *redis.PubSub
 	id     string // makes this feed's heartbeat markers unique
 	ctx    context.Context

@@ -14,7 +14,7 @@ import (
 // included.
 func TestRedisTokenFeedReportsALostConnection(t *testing.T) {
 	srv := ownRedis(t)
-	watcher := openRedis(t, srv.URL, "ns")
+	watcher := leasestore.New(openRedis(t, srv.URL, "ns"))
 	holder := openRedis(t, srv.URL, "ns")
 	log := storetest.Watch(t, watcher, "job")
 	first := storetest.Acquire(t, holder, storetest.Request("job", "a", storetest.LongTTL))
@@ -37,7 +37,7 @@ func TestRedisTokenFeedReportsALostConnection(t *testing.T) {
 func TestRedisTokenFeedReadsOnAnEmptyPayload(t *testing.T) {
 	srv := testRedis.Get(t)
 	ns := freshNamespace()
-	watcher := openRedis(t, srv.URL, ns)
+	watcher := leasestore.New(openRedis(t, srv.URL, ns))
 	holder := openRedis(t, srv.URL, ns)
 	l := storetest.Acquire(t, holder, storetest.Request("job", "a", storetest.LongTTL))
 	log := storetest.Watch(t, watcher, "job")

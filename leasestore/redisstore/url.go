@@ -19,7 +19,7 @@ func init() {
 }
 
 // openURL is the leasestore.Opener of the Redis schemes.
-func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Store, error) {
+func openURL(_ context.Context, u *url.URL, namespace string) (leasestore.Driver, error) {
 	return Open(u.String(), namespace)
 }
 

@@ -67,7 +67,7 @@ func Benchmark(b *testing.B, h Harness) {
 	})
 	b.Run(fmt.Sprintf("Scan/inflight=%d/crashed=%d", ScanInFlight, ScanCrashed), func(b *testing.B) {
 		f := h.NewStore(b)
-		Seed(b, f, ScanInFlight-ScanCrashed, func(s leasestore.Store, i int) error {
+		Seed(b, f, ScanInFlight-ScanCrashed, func(s Client, i int) error {
 			_, err := s.Acquire(context.Background(), RealisticRequest(fmt.Sprintf("live-%06d", i), time.Hour))
 			return err
 		})
@@ -77,7 +77,7 @@ func Benchmark(b *testing.B, h Harness) {
 		for b.Loop() {
 			b.StopTimer()
 			// Each round's crashes: runs whose shortest lease lapses at once.
-			Seed(b, f, ScanCrashed, func(s leasestore.Store, i int) error {
+			Seed(b, f, ScanCrashed, func(s Client, i int) error {
 				req := RealisticRequest(fmt.Sprintf("crash-%04d", i), crashTTL)
 				req.MaxCrashes = math.MaxInt32 // crash every round without quarantine
 				_, err := s.Acquire(context.Background(), req)
@@ -101,7 +101,7 @@ func Benchmark(b *testing.B, h Harness) {
 
 // awaitInFlight waits, from ttl on, until the store counts want runs in
 // flight: the crashed runs' leases have lapsed.
-func awaitInFlight(b *testing.B, s leasestore.Store, want int, ttl time.Duration) {
+func awaitInFlight(b *testing.B, s Client, want int, ttl time.Duration) {
 	b.Helper()
 	time.Sleep(ttl)
 	for guard := time.Now().Add(5*ttl + HangGuard); ; time.Sleep(5 * time.Millisecond) {
@@ -131,7 +131,7 @@ func RealisticRequest(job string, ttl time.Duration) leasestore.AcquireRequest {
 
 // Seed runs do for each of n jobs from several clients of f's store at
 // once, as many supervisors would.
-func Seed(b testing.TB, f Fixture, n int, do func(s leasestore.Store, i int) error) {
+func Seed(b testing.TB, f Fixture, n int, do func(s Client, i int) error) {
 	b.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, seedClients)

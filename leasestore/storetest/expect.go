@@ -119,7 +119,7 @@ func wantExpect(t *testing.T, st *leasestore.JobStatus, x *leasestore.Expectatio
 }
 
 // wantOverdue checks that Overdue lists jobs, in order.
-func wantOverdue(t *testing.T, s leasestore.Store, jobs []string) {
+func wantOverdue(t *testing.T, s Client, jobs []string) {
 	t.Helper()
 	list, err := s.Overdue(Ctx(t))
 	if err != nil {
@@ -136,7 +136,7 @@ func wantOverdue(t *testing.T, s leasestore.Store, jobs []string) {
 
 // awaitOverdue waits until Overdue lists job alone, and returns its entry,
 // after checking that the entry is what the job's status says.
-func awaitOverdue(t *testing.T, s leasestore.Store, job string) leasestore.Overdue {
+func awaitOverdue(t *testing.T, s Client, job string) leasestore.Overdue {
 	t.Helper()
 	for guard := time.Now().Add(HangGuard); ; time.Sleep(time.Millisecond) {
 		list, err := s.Overdue(Ctx(t))

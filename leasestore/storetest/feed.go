@@ -71,7 +71,7 @@ func IsState(token int64, live bool) func(leasestore.TokenState) bool {
 
 // Watch starts a watch of job through s, closed when the test ends, and
 // returns its log.
-func Watch(t testing.TB, s leasestore.Store, job string) *TokenLog {
+func Watch(t testing.TB, s *leasestore.Store, job string) *TokenLog {
 	t.Helper()
 	log := NewTokenLog()
 	w, err := s.WatchTokens(Ctx(t), job, log.Add)

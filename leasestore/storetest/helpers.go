@@ -41,7 +41,7 @@ func Ctx(t testing.TB) context.Context {
 // Open opens a store with a driver's open on rawURL in namespace, failing
 // the test on an error (which names the URL without its secrets), and
 // closes it when the test ends.
-func Open[S leasestore.Store](t testing.TB, open func(rawURL, namespace string) (S, error), rawURL, namespace string) S {
+func Open[S leasestore.Driver](t testing.TB, open func(rawURL, namespace string) (S, error), rawURL, namespace string) S {
 	t.Helper()
 	s, err := open(rawURL, namespace)
 	if err != nil {
@@ -60,7 +60,7 @@ func Request(job, worker string, ttl time.Duration) leasestore.AcquireRequest {
 }
 
 // Acquire acquires req, failing the test on an error.
-func Acquire(t testing.TB, s leasestore.Store, req leasestore.AcquireRequest) *leasestore.Lease {
+func Acquire(t testing.TB, s Client, req leasestore.AcquireRequest) *leasestore.Lease {
 	t.Helper()
 	l, err := s.Acquire(Ctx(t), req)
 	if err != nil {
@@ -71,7 +71,7 @@ func Acquire(t testing.TB, s leasestore.Store, req leasestore.AcquireRequest) *l
 
 // Release releases l with the typical outcome of res, failing the test on
 // an error.
-func Release(t testing.TB, s leasestore.Store, l *leasestore.Lease, res leasestore.Result) {
+func Release(t testing.TB, s Client, l *leasestore.Lease, res leasestore.Result) {
 	t.Helper()
 	if err := s.Release(Ctx(t), l, Outcome(res)); err != nil {
 		t.Fatalf("Release(%s token %d, %s): %v", l.Job, l.Token, res, err)
@@ -93,7 +93,7 @@ func Outcome(res leasestore.Result) leasestore.Outcome {
 }
 
 // Status reads job's status, failing the test on an error.
-func Status(t testing.TB, s leasestore.Store, job string) *leasestore.JobStatus {
+func Status(t testing.TB, s Client, job string) *leasestore.JobStatus {
 	t.Helper()
 	st, err := s.Status(Ctx(t), job)
 	if err != nil {
@@ -106,7 +106,7 @@ func Status(t testing.TB, s leasestore.Store, job string) *leasestore.JobStatus 
 // releasing it, as a SIGKILLed supervisor would. It is for stores without
 // a minimum TTL (Abilities.MinTTL); the suite itself waits for each store
 // to report the expiry.
-func CrashRun(t testing.TB, s leasestore.Store, job, worker string, maxCrashes int) *leasestore.Lease {
+func CrashRun(t testing.TB, s Client, job, worker string, maxCrashes int) *leasestore.Lease {
 	t.Helper()
 	req := Request(job, worker, ShortTTL)
 	req.MaxCrashes = maxCrashes
@@ -144,7 +144,7 @@ func WantUnavailable(t testing.TB, err error, cause string, secrets ...string) {
 // on a new client from open and a subscription on s each return,
 // unavailable with cause and without the secrets, once their deadline
 // passed (HangGuard catches a call that does not).
-func WantFrozenCallsReturn(t *testing.T, s leasestore.Store, l *leasestore.Lease, open func(testing.TB) leasestore.Store,
+func WantFrozenCallsReturn(t *testing.T, s Client, l *leasestore.Lease, open func(testing.TB) leasestore.Driver,
 	cause string, secrets ...string) {
 	t.Helper()
 	const deadline = 300 * time.Millisecond
@@ -155,7 +155,7 @@ func WantFrozenCallsReturn(t *testing.T, s leasestore.Store, l *leasestore.Lease
 			return func(ctx context.Context) error { return s.Renew(ctx, l) }
 		},
 		"acquire on a new client": func(t *testing.T) func(ctx context.Context) error {
-			c := open(t)
+			c := leasestore.New(open(t))
 			return func(ctx context.Context) error {
 				_, err := c.Acquire(ctx, Request("other", "w2", LongTTL))
 				return err
@@ -186,4 +186,12 @@ func WantFrozenCallsReturn(t *testing.T, s leasestore.Store, l *leasestore.Lease
 			}
 		})
 	}
+}
+
+// Client is what the suite's helpers use of a store: the portable
+// leasestore.Store the suite tests, or a driver beneath it, as a driver's
+// own tests hold it.
+type Client interface {
+	leasestore.Leaser
+	leasestore.Operator
 }

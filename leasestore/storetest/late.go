@@ -19,7 +19,7 @@ func late(l *leasestore.Lease, res leasestore.Result) leasestore.LateOutcome {
 }
 
 // recordLate delivers a late outcome, failing the test on an error.
-func recordLate(t *testing.T, s leasestore.Store, late leasestore.LateOutcome) leasestore.Correction {
+func recordLate(t *testing.T, s Client, late leasestore.LateOutcome) leasestore.Correction {
 	t.Helper()
 	c, err := s.RecordLate(Ctx(t), late)
 	if err != nil {
@@ -30,7 +30,7 @@ func recordLate(t *testing.T, s leasestore.Store, late leasestore.LateOutcome) l
 
 // countCrash lets the job's crash be counted, as the next run's Acquire or a
 // reaper would.
-func countCrash(t *testing.T, s leasestore.Store, job string) {
+func countCrash(t *testing.T, s Client, job string) {
 	t.Helper()
 	found, err := s.Scan(Ctx(t))
 	if err != nil || !slices.ContainsFunc(found, func(c leasestore.Crash) bool { return c.Job == job }) {

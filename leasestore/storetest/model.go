@@ -119,8 +119,8 @@ type lockstep struct {
 	rnd *rand.Rand
 	// operator is the client of the reaper and the on-call commands;
 	// workers[i] is worker i's.
-	operator leasestore.Store
-	workers  []leasestore.Store
+	operator *leasestore.Store
+	workers  []*leasestore.Store
 	// now is the model's clock.
 	now   time.Time
 	model map[string]*modelJob
@@ -129,7 +129,7 @@ type lockstep struct {
 	// gaveUp are the holders that gave up on a grant, by job.
 	gaveUp map[string][]string
 	// maxSlots is the most slots the store grants a job
-	// (leasestore.Leaser.MaxSlots): the sequence has runs of several slots
+	// (leasestore.Limits.MaxSlots): the sequence has runs of several slots
 	// and waiters (modelqueue.go).
 	maxSlots int
 	// waiters are the requests that wait in each job's queue.
@@ -199,7 +199,7 @@ func newLockstep(t *testing.T, h fixture, seed int64) *lockstep {
 	for _, job := range modelJobs {
 		ls.model[job] = &modelJob{rec: rules.Record{Job: job}}
 	}
-	ls.maxSlots = ls.operator.MaxSlots()
+	ls.maxSlots = ls.operator.Limits().MaxSlots
 	return ls
 }
 

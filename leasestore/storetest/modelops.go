@@ -253,7 +253,7 @@ func (ls *lockstep) forget(t *testing.T, job string) {
 
 // awaitEvidenceExpired waits until the store no longer reports l's run,
 // neither live nor crashed: its evidence, of evidenceTTL, expired.
-func (h fixture) awaitEvidenceExpired(t *testing.T, s leasestore.Store, l *leasestore.Lease, evidenceTTL time.Duration) {
+func (h fixture) awaitEvidenceExpired(t *testing.T, s Client, l *leasestore.Lease, evidenceTTL time.Duration) {
 	t.Helper()
 	h.awaitExpired(t, s, l)
 	time.Sleep(min(max(time.Until(l.GrantedAt.Add(evidenceTTL)), 0), evidenceTTL))

@@ -79,7 +79,7 @@ func testNoticeClaim(t *testing.T, h fixture) {
 	}
 	var wg sync.WaitGroup
 	got := make([][]leasestore.Notice, 2)
-	for i, s := range []leasestore.Store{a, b} {
+	for i, s := range []Client{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

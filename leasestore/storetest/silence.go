@@ -43,7 +43,7 @@ var defaultSilence = Silence{TTL: SilenceTTL, Heartbeat: SilenceHeartbeat, Safet
 	For: SilenceFor, NewRunWithin: SilenceNewRunWithin}
 
 // RideOutSilence is RideOutSilenceWith defaultSilence.
-func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Store, silence func()) {
+func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Driver, silence func()) {
 	t.Helper()
 	RideOutSilenceWith(t, defaultSilence, open, silence)
 }
@@ -57,9 +57,9 @@ func RideOutSilence(t *testing.T, open func(t *testing.T) leasestore.Store, sile
 // window counted from the send time of the last confirmed one (a failed one
 // retried within it, as the supervisor retries), every new run granted
 // within tm.NewRunWithin, and tokens must rise.
-func RideOutSilenceWith(t *testing.T, tm Silence, open func(t *testing.T) leasestore.Store, silence func()) {
+func RideOutSilenceWith(t *testing.T, tm Silence, open func(t *testing.T) leasestore.Driver, silence func()) {
 	t.Helper()
-	acquire := func(s leasestore.Store, job, worker string) (*leasestore.Lease, time.Time) {
+	acquire := func(s Client, job, worker string) (*leasestore.Lease, time.Time) {
 		t.Helper()
 		sent := time.Now()
 		ctx, cancel := context.WithTimeout(t.Context(), tm.Safety)
@@ -75,7 +75,7 @@ func RideOutSilenceWith(t *testing.T, tm Silence, open func(t *testing.T) leases
 	var holders []*leasestore.Lease
 	last := int64(0)
 	for _, job := range []string{"held1", "held2"} {
-		s := open(t)
+		s := leasestore.New(open(t))
 		l, sent := acquire(s, job, "holder-"+job)
 		last = max(last, l.Token)
 		holders = append(holders, l)
@@ -103,7 +103,7 @@ func RideOutSilenceWith(t *testing.T, tm Silence, open func(t *testing.T) leases
 		if n > 1 {
 			next()
 		}
-		s := open(t)
+		s := leasestore.New(open(t))
 		l, sent := acquire(s, "next", fmt.Sprintf("runner-%d", n)) // a worker ID is unique per run
 		took := time.Since(sent)
 		slowest = max(slowest, took)
@@ -125,7 +125,7 @@ func RideOutSilenceWith(t *testing.T, tm Silence, open func(t *testing.T) leases
 	next()
 	t.Logf("%d runs granted while an endpoint was silent for %s; the slowest in %s",
 		silenceNewRuns, time.Since(silenced).Round(time.Millisecond), slowest.Round(time.Millisecond))
-	check := open(t)
+	check := leasestore.New(open(t))
 	for _, l := range holders {
 		if st := Status(t, check, l.Job); st.State != leasestore.StateRunning || st.Holder == nil || st.Holder.Token != l.Token {
 			t.Errorf("%s after the silence: %s %+v, want still held with token %d", l.Job, st.State, st.Holder, l.Token)
@@ -140,7 +140,7 @@ func RideOutSilenceWith(t *testing.T, tm Silence, open func(t *testing.T) leases
 // store was unavailable retried after a fifth of the heartbeat until that
 // deadline. It reports on lost the first renewal not confirmed in time, or
 // refused, and stops when stop is closed.
-func renewing(s leasestore.Store, tm Silence, l *leasestore.Lease, granted time.Time, stop <-chan struct{}, lost chan<- error) {
+func renewing(s Client, tm Silence, l *leasestore.Lease, granted time.Time, stop <-chan struct{}, lost chan<- error) {
 	deadline := granted.Add(tm.Safety)
 	beat := time.NewTimer(tm.Heartbeat)
 	defer beat.Stop()

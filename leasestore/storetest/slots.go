@@ -20,7 +20,7 @@ func slotRequest(job, worker string, ttl time.Duration, slots int, wait bool) le
 }
 
 // refused asks for req and returns the *HeldError it must get.
-func refused(t *testing.T, s leasestore.Store, req leasestore.AcquireRequest) *leasestore.HeldError {
+func refused(t *testing.T, s Client, req leasestore.AcquireRequest) *leasestore.HeldError {
 	t.Helper()
 	l, err := s.Acquire(Ctx(t), req)
 	if err == nil {

@@ -22,9 +22,10 @@ type Harness interface {
 
 // Fixture is one store made by a Harness.
 type Fixture struct {
-	// Open returns a new client of the store, as another process would
-	// hold. The suite closes every client it opens.
-	Open func(t testing.TB) leasestore.Store
+	// Open returns a new client of the store's driver, as another process
+	// would hold. The suite tests it through the portable leasestore.Store
+	// and closes every client it opens.
+	Open func(t testing.TB) leasestore.Driver
 	// Wipe loses all the store's data, as a restart without persistence
 	// would (Redis FLUSHALL; embedded: the file deleted), so the suite
 	// checks that tokens keep rising after the store lost its data; nil
@@ -128,7 +129,7 @@ type fixture struct {
 
 // crashRun acquires job with the store's short TTL and waits until the
 // store reports the lease expired, as a SIGKILLed supervisor would leave it.
-func (h fixture) crashRun(t *testing.T, s leasestore.Store, job, worker string, maxCrashes int) *leasestore.Lease {
+func (h fixture) crashRun(t *testing.T, s Client, job, worker string, maxCrashes int) *leasestore.Lease {
 	t.Helper()
 	req := Request(job, worker, h.shortTTL())
 	req.MaxCrashes = maxCrashes
@@ -139,7 +140,7 @@ func (h fixture) crashRun(t *testing.T, s leasestore.Store, job, worker string, 
 
 // awaitExpired waits until the store no longer reports l as the job's live
 // lease, which takes at least l.TTL from its grant.
-func (h fixture) awaitExpired(t *testing.T, s leasestore.Store, l *leasestore.Lease) {
+func (h fixture) awaitExpired(t *testing.T, s Client, l *leasestore.Lease) {
 	t.Helper()
 	time.Sleep(min(max(time.Until(l.GrantedAt.Add(l.TTL)), 0), l.TTL))
 	for guard := time.Now().Add(h.expiryGuard()); ; time.Sleep(10 * time.Millisecond) {
@@ -154,10 +155,11 @@ func (h fixture) awaitExpired(t *testing.T, s leasestore.Store, l *leasestore.Le
 	}
 }
 
-// client opens a client of f that is closed when the test ends.
-func client(t testing.TB, f Fixture) leasestore.Store {
+// client opens a client of f, as callers hold it (the portable Store over
+// f's driver), that is closed when the test ends.
+func client(t testing.TB, f Fixture) *leasestore.Store {
 	t.Helper()
-	s := f.Open(t)
+	s := leasestore.New(f.Open(t))
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
@@ -187,7 +189,7 @@ func hasEvent(history []leasestore.Event, kind leasestore.EventKind, token int64
 
 func testMutualExclusion(t *testing.T, h fixture) {
 	const n = 50
-	clients := make([]leasestore.Store, n)
+	clients := make([]*leasestore.Store, n)
 	for i := range clients {
 		clients[i] = client(t, h.Fixture)
 	}
@@ -494,7 +496,7 @@ func testAcquireIdempotent(t *testing.T, h fixture) {
 func testCrashCountedOnce(t *testing.T, h fixture) {
 	const racers = 20
 	crashed := h.crashRun(t, client(t, h.Fixture), "job", "crasher", 10)
-	clients := make([]leasestore.Store, racers)
+	clients := make([]*leasestore.Store, racers)
 	for i := range clients {
 		clients[i] = client(t, h.Fixture)
 	}

@@ -1,4 +1,4 @@
-package feed
+package leasestore
 
 import (
 	"context"
@@ -6,21 +6,19 @@ import (
 	"slices"
 	"sync"
 	"testing"
-
-	"github.com/leasectl/leasectl/leasestore"
 )
 
-// source is a Source whose store is a map the test writes, and whose
+// source is a TokenSource whose store is a map the test writes, and whose
 // failures the test sets.
 type source struct {
 	mu       sync.Mutex
-	states   map[string]leasestore.TokenState
+	states   map[string]TokenState
 	readErr  error
 	followed map[string]int // Follow calls minus Unfollow calls, by job
 }
 
 func newSource() *source {
-	return &source{states: map[string]leasestore.TokenState{}, followed: map[string]int{}}
+	return &source{states: map[string]TokenState{}, followed: map[string]int{}}
 }
 
 func (s *source) Follow(_ context.Context, job string) error {
@@ -36,11 +34,11 @@ func (s *source) Unfollow(job string) {
 	s.followed[job]--
 }
 
-func (s *source) Read(_ context.Context, job string) (leasestore.TokenState, error) {
+func (s *source) Read(_ context.Context, job string) (TokenState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.readErr != nil {
-		return leasestore.TokenState{}, s.readErr
+		return TokenState{}, s.readErr
 	}
 	st := s.states[job]
 	st.Job, st.Read = job, true
@@ -52,28 +50,28 @@ func (s *source) Barrier(context.Context) error { return nil }
 func (s *source) set(job string, token int64, live bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.states[job] = leasestore.TokenState{Token: token, Live: live}
+	s.states[job] = TokenState{Token: token, Live: live}
 }
 
 // log records what a watch's fn was called with.
 type log struct {
 	mu     sync.Mutex
-	states []leasestore.TokenState
+	states []TokenState
 }
 
-func (l *log) add(st leasestore.TokenState) {
+func (l *log) add(st TokenState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.states = append(l.states, st)
 }
 
-func (l *log) got() []leasestore.TokenState {
+func (l *log) got() []TokenState {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.states)
 }
 
-func open(t *testing.T, h *Hub, job string) (*log, leasestore.TokenWatch) {
+func open(t *testing.T, h *TokenHub, job string) (*log, TokenWatch) {
 	t.Helper()
 	l := &log{}
 	w, err := h.Watch(t.Context(), job, l.add)
@@ -83,12 +81,12 @@ func open(t *testing.T, h *Hub, job string) (*log, leasestore.TokenWatch) {
 	return l, w
 }
 
-func change(token int64, live bool) leasestore.TokenState {
-	return leasestore.TokenState{Job: "job", Token: token, Live: live}
+func change(token int64, live bool) TokenState {
+	return TokenState{Job: "job", Token: token, Live: live}
 }
 
-func read(token int64, live bool) leasestore.TokenState {
-	return leasestore.TokenState{Job: "job", Token: token, Live: live, Read: true}
+func read(token int64, live bool) TokenState {
+	return TokenState{Job: "job", Token: token, Live: live, Read: true}
 }
 
 // A watch gets its first state read, then each change once, and not the
@@ -96,9 +94,9 @@ func read(token int64, live bool) leasestore.TokenState {
 func TestWatchGetsEachChangeOnce(t *testing.T) {
 	src := newSource()
 	src.set("job", 5, true)
-	h := New(src)
+	h := hubOf(src)
 	l, _ := open(t, h, "job")
-	for _, st := range []leasestore.TokenState{
+	for _, st := range []TokenState{
 		change(5, true),  // the grant the read included
 		change(4, false), // an older run's end, late
 		change(5, false), // the end of the run read live
@@ -108,7 +106,7 @@ func TestWatchGetsEachChangeOnce(t *testing.T) {
 	} {
 		h.Publish(st)
 	}
-	want := []leasestore.TokenState{read(5, true), change(5, false), change(6, true)}
+	want := []TokenState{read(5, true), change(5, false), change(6, true)}
 	if got := l.got(); !slices.Equal(got, want) {
 		t.Errorf("states %+v, want %+v", got, want)
 	}
@@ -119,19 +117,19 @@ func TestWatchGetsEachChangeOnce(t *testing.T) {
 func TestLostThenReadAgain(t *testing.T) {
 	src := newSource()
 	src.set("job", 5, true)
-	h := New(src)
+	h := hubOf(src)
 	l, _ := open(t, h, "job")
 	h.Lost()
 	h.Lost("job")
 	h.Publish(change(6, true)) // missed: the read will say it
-	if err := h.Sync(t.Context()); !errors.Is(err, leasestore.ErrUnavailable) {
+	if err := h.Sync(t.Context()); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Sync while lost: %v, want unavailable", err)
 	}
 	src.set("job", 6, true)
 	if err := h.Reread(t.Context(), true); err != nil {
 		t.Fatal(err)
 	}
-	want := []leasestore.TokenState{read(5, true), {Job: "job", Lost: true}, read(6, true)}
+	want := []TokenState{read(5, true), {Job: "job", Lost: true}, read(6, true)}
 	if got := l.got(); !slices.Equal(got, want) {
 		t.Errorf("states %+v, want %+v", got, want)
 	}
@@ -144,7 +142,7 @@ func TestLostThenReadAgain(t *testing.T) {
 // is not made, and leaves the job unfollowed.
 func TestFollowedWhileWatched(t *testing.T) {
 	src := newSource()
-	h := New(src)
+	h := hubOf(src)
 	_, a := open(t, h, "job")
 	lb, b := open(t, h, "job")
 	if n := src.followed["job"]; n != 1 {
@@ -160,8 +158,8 @@ func TestFollowedWhileWatched(t *testing.T) {
 		t.Errorf("no watch left: followed %d times, want 0", n)
 	}
 
-	src.readErr = &leasestore.UnavailableError{Op: "read", Err: errors.New("down")}
-	if _, err := h.Watch(t.Context(), "other", func(leasestore.TokenState) {}); !errors.Is(err, leasestore.ErrUnavailable) {
+	src.readErr = &UnavailableError{Op: "read", Err: errors.New("down")}
+	if _, err := h.Watch(t.Context(), "other", func(TokenState) {}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Watch with the read failing: %v, want unavailable", err)
 	}
 	if n := src.followed["other"]; n != 0 || len(h.Jobs()) != 0 {
@@ -171,7 +169,7 @@ func TestFollowedWhileWatched(t *testing.T) {
 
 // A closed watch hears nothing, and a closed hub makes no watch.
 func TestClosed(t *testing.T) {
-	h := New(newSource())
+	h := hubOf(newSource())
 	l, w := open(t, h, "job")
 	_ = w.Close()
 	h.Publish(change(1, true))
@@ -179,7 +177,14 @@ func TestClosed(t *testing.T) {
 		t.Errorf("a closed watch got %+v after its read", got[1:])
 	}
 	h.Close()
-	if _, err := h.Watch(t.Context(), "job", func(leasestore.TokenState) {}); !errors.Is(err, leasestore.ErrUnavailable) {
+	if _, err := h.Watch(t.Context(), "job", func(TokenState) {}); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("Watch on a closed hub: %v, want unavailable", err)
 	}
+}
+
+// hubOf is a hub over src.
+func hubOf(src TokenSource) *TokenHub {
+	h := newTokenHub()
+	h.attach(src)
+	return h
 }

@@ -1,22 +1,17 @@
-// Package feed is the portable half of every store's token feed
-// (leasestore.TokenFeed): the watches and their fan-out, the one rule that
-// leaves out what a watch already knows, the lost-then-read-again sequence,
-// and the heartbeat's last check. A store brings the other half, a Source:
-// how it learns of changes (pub/sub, LISTEN/NOTIFY, a watch stream, a file
-// poke), how it reads a job's state, and its barrier.
-package feed
+package leasestore
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/leasectl/leasectl/leasestore"
 )
 
-// Source is a store's side of its token feed.
-type Source interface {
+// TokenSource is a driver's side of its token feed, under the TokenHub
+// that the portable Store owns: how it learns of changes (pub/sub,
+// LISTEN/NOTIFY, a watch stream, a file poke), how it reads a job's state,
+// and its barrier.
+type TokenSource interface {
 	// Follow makes the source hand every change of job committed from now
 	// on to the hub (Publish, or Reread where it only learns that
 	// something changed), and returns once that holds. The hub calls it
@@ -27,32 +22,38 @@ type Source interface {
 	Unfollow(job string)
 	// Read reads job's state from the store: Read set, Token 0 for a job
 	// the store has no record of.
-	Read(ctx context.Context, job string) (leasestore.TokenState, error)
+	Read(ctx context.Context, job string) (TokenState, error)
 	// Barrier returns once every change committed before the call has been
 	// handed to the hub, and the jobs the source had lost since have been
-	// read again (Reread); an error matching leasestore.ErrUnavailable when
+	// read again (Reread); an error matching ErrUnavailable when
 	// that could not be shown within ctx.
 	Barrier(ctx context.Context) error
 }
 
-// Hub is a store's TokenFeed over its Source. Its methods are safe for
-// concurrent use.
-type Hub struct {
-	src Source
+// TokenHub is the portable half of every store's token feed (TokenFeed),
+// over the driver's TokenSource: the watches and their fan-out, the one
+// rule that leaves out what a watch already knows, the
+// lost-then-read-again sequence, and the heartbeat's last check. The
+// portable Store owns it; a driver's source hands it what it hears
+// (Publish, Lost, Reread). Its methods are safe for concurrent use.
+type TokenHub struct {
+	// src is set once, under mu, when the driver's source has started:
+	// the source may call the hub from its own goroutines before.
+	src TokenSource
 
 	// deliver is held while a fn runs: one call at a time per store, as
-	// leasestore.TokenFeed promises.
+	// TokenFeed promises.
 	deliver sync.Mutex
 
 	mu     sync.Mutex
-	jobs   map[string]*job
+	jobs   map[string]*hubJob
 	closed bool
 }
 
-// job is the watches of one job.
-type job struct {
+// hubJob is the watches of one job.
+type hubJob struct {
 	name string
-	// follow is held while the job is being followed (Source.Follow) and
+	// follow is held while the job is being followed (TokenSource.Follow) and
 	// while its watches are added or removed, one at a time.
 	follow sync.Mutex
 	// mu is held while the job's state is read and delivered, and while
@@ -64,41 +65,54 @@ type job struct {
 
 // watch is one TokenWatch.
 type watch struct {
-	hub    *Hub
-	job    *job
-	fn     func(leasestore.TokenState)
+	hub    *TokenHub
+	job    *hubJob
+	fn     func(TokenState)
 	closed bool
 	// synced: fn has had a read since the watch started or was lost;
 	// changes published meanwhile are left out (the read includes them).
 	synced bool
-	last   leasestore.TokenState // what fn was last called with
+	last   TokenState // what fn was last called with
 }
 
-// New returns the hub of src.
-func New(src Source) *Hub { return &Hub{src: src, jobs: map[string]*job{}} }
+// newTokenHub returns a hub without its source, which is attached before
+// the first watch.
+func newTokenHub() *TokenHub { return &TokenHub{jobs: map[string]*hubJob{}} }
 
-// errClosed is the cause of a call on a closed hub.
-var errClosed = errors.New("the store is closed")
+// attach makes src the hub's source.
+func (h *TokenHub) attach(src TokenSource) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.src = src
+}
 
-// Watch starts following job for fn; see leasestore.TokenFeed.WatchTokens.
-func (h *Hub) Watch(ctx context.Context, name string, fn func(leasestore.TokenState)) (leasestore.TokenWatch, error) {
+// source is the hub's source; no job's mu may be held.
+func (h *TokenHub) source() TokenSource {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.src
+}
+
+// Watch starts following job for fn; see TokenFeed.WatchTokens.
+func (h *TokenHub) Watch(ctx context.Context, name string, fn func(TokenState)) (TokenWatch, error) {
 	j, err := h.lockJob(name)
 	if err != nil {
 		return nil, err
 	}
 	defer j.follow.Unlock()
+	src := h.source()
 	j.mu.Lock()
 	first := len(j.watches) == 0
 	j.mu.Unlock()
 	if first {
-		if err := h.src.Follow(ctx, name); err != nil {
+		if err := src.Follow(ctx, name); err != nil {
 			h.forget(j)
-			return nil, unavailable("watch tokens", err)
+			return nil, asUnavailable("watch tokens", err)
 		}
 	}
 	w := &watch{hub: h, job: j, fn: fn}
 	j.mu.Lock()
-	st, err := h.src.Read(ctx, name)
+	st, err := src.Read(ctx, name)
 	if err == nil {
 		j.watches = append(j.watches, w)
 		w.deliver(st)
@@ -106,26 +120,26 @@ func (h *Hub) Watch(ctx context.Context, name string, fn func(leasestore.TokenSt
 	j.mu.Unlock()
 	if err != nil {
 		if first {
-			h.src.Unfollow(name)
+			src.Unfollow(name)
 			h.forget(j)
 		}
-		return nil, unavailable("watch tokens", err)
+		return nil, asUnavailable("watch tokens", err)
 	}
 	return w, nil
 }
 
 // lockJob returns the watches of name, made if need be, with their follow
 // lock held.
-func (h *Hub) lockJob(name string) (*job, error) {
+func (h *TokenHub) lockJob(name string) (*hubJob, error) {
 	for {
 		h.mu.Lock()
 		if h.closed {
 			h.mu.Unlock()
-			return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: errClosed}
+			return nil, &UnavailableError{Op: "watch tokens", Err: ErrClosed}
 		}
 		j := h.jobs[name]
 		if j == nil {
-			j = &job{name: name}
+			j = &hubJob{name: name}
 			h.jobs[name] = j
 		}
 		h.mu.Unlock()
@@ -139,7 +153,7 @@ func (h *Hub) lockJob(name string) (*job, error) {
 }
 
 // forget drops j if it has no watches; j.follow is held.
-func (h *Hub) forget(j *job) {
+func (h *TokenHub) forget(j *hubJob) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	j.mu.Lock()
@@ -169,7 +183,7 @@ func (w *watch) Close() error {
 	last := len(j.watches) == 0
 	j.mu.Unlock()
 	if last {
-		w.hub.src.Unfollow(j.name)
+		w.hub.source().Unfollow(j.name)
 		w.hub.forget(j)
 	}
 	return nil
@@ -182,7 +196,7 @@ func (w *watch) Close() error {
 // last token live again after its run ended (tokens only rise, and a run
 // that ended does not start again, so such a change was overtaken by a
 // read that included it).
-func (w *watch) deliver(st leasestore.TokenState) {
+func (w *watch) deliver(st TokenState) {
 	if w.closed {
 		return
 	}
@@ -203,7 +217,7 @@ func (w *watch) deliver(st leasestore.TokenState) {
 
 // Publish hands the hub a change of st.Job that the source received (Read
 // false), in the order the store committed them.
-func (h *Hub) Publish(st leasestore.TokenState) {
+func (h *TokenHub) Publish(st TokenState) {
 	j := h.job(st.Job)
 	if j == nil {
 		return
@@ -216,7 +230,7 @@ func (h *Hub) Publish(st leasestore.TokenState) {
 }
 
 // job returns the watches of name, or nil.
-func (h *Hub) job(name string) *job {
+func (h *TokenHub) job(name string) *hubJob {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.jobs[name]
@@ -225,13 +239,13 @@ func (h *Hub) job(name string) *job {
 // Lost tells the watches of names (of every job, when names is empty)
 // that changes may have been missed: each gets a Lost state, and no change
 // until its next read (Reread).
-func (h *Hub) Lost(names ...string) {
+func (h *TokenHub) Lost(names ...string) {
 	for _, j := range h.pick(names) {
 		j.mu.Lock()
 		for _, w := range j.watches {
 			if w.synced && !w.closed {
 				w.synced = false
-				w.last = leasestore.TokenState{Job: j.name, Lost: true}
+				w.last = TokenState{Job: j.name, Lost: true}
 				h.deliver.Lock()
 				w.fn(w.last)
 				h.deliver.Unlock()
@@ -242,10 +256,10 @@ func (h *Hub) Lost(names ...string) {
 }
 
 // pick returns the jobs named, or every job when names is empty.
-func (h *Hub) pick(names []string) []*job {
+func (h *TokenHub) pick(names []string) []*hubJob {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var out []*job
+	var out []*hubJob
 	if len(names) == 0 {
 		for _, j := range h.jobs {
 			out = append(out, j)
@@ -265,12 +279,13 @@ func (h *Hub) pick(names []string) []*job {
 // follows a lost job again, and where it learns only that a job changed.
 // With lostOnly, it reads only the jobs with a watch that is not synced.
 // It returns the first failure; those jobs' watches stay as they were.
-func (h *Hub) Reread(ctx context.Context, lostOnly bool, names ...string) error {
+func (h *TokenHub) Reread(ctx context.Context, lostOnly bool, names ...string) error {
 	var first error
+	src := h.source()
 	for _, j := range h.pick(names) {
 		j.mu.Lock()
 		if !lostOnly || j.lost() {
-			st, err := h.src.Read(ctx, j.name)
+			st, err := src.Read(ctx, j.name)
 			if err == nil {
 				for _, w := range j.watches {
 					w.deliver(st)
@@ -286,7 +301,7 @@ func (h *Hub) Reread(ctx context.Context, lostOnly bool, names ...string) error 
 
 // lost reports whether a watch of j has not read its state since it was
 // lost; j.mu is held.
-func (j *job) lost() bool {
+func (j *hubJob) lost() bool {
 	for _, w := range j.watches {
 		if !w.synced {
 			return true
@@ -297,7 +312,7 @@ func (j *job) lost() bool {
 
 // LostJobs returns the names of the jobs with a watch that has not read
 // its state since it was lost.
-func (h *Hub) LostJobs() []string {
+func (h *TokenHub) LostJobs() []string {
 	var names []string
 	for _, j := range h.pick(nil) {
 		j.mu.Lock()
@@ -312,7 +327,7 @@ func (h *Hub) LostJobs() []string {
 // Settle returns once the deliveries in progress to the watches of names
 // have ended: a source that counts a read as reached while the hub still
 // delivers it calls it before its barrier returns.
-func (h *Hub) Settle(names ...string) {
+func (h *TokenHub) Settle(names ...string) {
 	for _, j := range h.pick(names) {
 		j.mu.Lock()
 		//lint:ignore SA2001 an empty critical section: waiting out the holder is the point
@@ -321,7 +336,7 @@ func (h *Hub) Settle(names ...string) {
 }
 
 // Jobs returns the names of the jobs watched.
-func (h *Hub) Jobs() []string {
+func (h *TokenHub) Jobs() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	names := make([]string, 0, len(h.jobs))
@@ -331,24 +346,24 @@ func (h *Hub) Jobs() []string {
 	return names
 }
 
-// Sync is the feed's heartbeat; see leasestore.TokenFeed.SyncTokens: the
+// Sync is the feed's heartbeat; see TokenFeed.SyncTokens: the
 // source's barrier, then a check that no watch is lost.
-func (h *Hub) Sync(ctx context.Context) error {
+func (h *TokenHub) Sync(ctx context.Context) error {
 	if len(h.Jobs()) == 0 {
 		return nil
 	}
-	if err := h.src.Barrier(ctx); err != nil {
-		return unavailable("sync tokens", err)
+	if err := h.source().Barrier(ctx); err != nil {
+		return asUnavailable("sync tokens", err)
 	}
 	if lost := h.LostJobs(); len(lost) > 0 {
-		return &leasestore.UnavailableError{Op: "sync tokens",
+		return &UnavailableError{Op: "sync tokens",
 			Err: fmt.Errorf("the watches of %d jobs (%q first) were lost and have not read their state again", len(lost), lost[0])}
 	}
 	return nil
 }
 
 // Close stops every watch and refuses new ones.
-func (h *Hub) Close() {
+func (h *TokenHub) Close() {
 	h.mu.Lock()
 	h.closed = true
 	h.mu.Unlock()
@@ -362,11 +377,11 @@ func (h *Hub) Close() {
 	}
 }
 
-// unavailable is err as a leasestore.UnavailableError of op, unless it
-// already matches ErrUnavailable.
-func unavailable(op string, err error) error {
-	if errors.Is(err, leasestore.ErrUnavailable) {
+// asUnavailable is err as an *UnavailableError of op, unless it already
+// matches ErrUnavailable.
+func asUnavailable(op string, err error) error {
+	if errors.Is(err, ErrUnavailable) {
 		return err
 	}
-	return &leasestore.UnavailableError{Op: op, Err: err}
+	return &UnavailableError{Op: op, Err: err}
 }

@@ -1,0 +1,340 @@
+package leasestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrClosed is the cause of a call on a Store after its Close, in an
+// *UnavailableError.
+var ErrClosed = errors.New("the store is closed")
+
+// Store keeps leases, crash evidence, quarantine state and history for
+// jobs: the portable type that callers hold, over the Driver of one store
+// (Open picks it by URL, New wraps one). It implements Leaser, Operator
+// and TokenFeed, and does for every driver what is not the backend's
+// business: it refuses an invalid job ID (*InvalidJobIDError), a TTL or a
+// number of slots outside the driver's Limits (*RequestError) and an
+// invalid notice before any I/O, and any call after Close (ErrClosed,
+// matching ErrUnavailable). Every method is safe for concurrent use.
+type Store struct {
+	d      Driver
+	limits Limits
+	closed atomic.Bool
+
+	// hubMu guards hub, made by the first WatchTokens, and orders its start
+	// before Close.
+	hubMu sync.Mutex
+	hub   *TokenHub
+}
+
+var (
+	_ Leaser    = (*Store)(nil)
+	_ Operator  = (*Store)(nil)
+	_ TokenFeed = (*Store)(nil)
+)
+
+// New returns the portable Store over d, which no other Store may wrap:
+// the Store starts d's token source and closes d.
+func New(d Driver) *Store { return &Store{d: d, limits: d.Limits()} }
+
+// Driver returns the store's driver, for what only its store can do
+// (PostgreSQL's schema migration), as Go CDK's As does.
+func (s *Store) Driver() Driver { return s.d }
+
+// Limits are the TTLs and slots the store honours; see Driver.
+func (s *Store) Limits() Limits { return s.limits }
+
+// Close stops the token watches and releases the store's connections and
+// files; calls made after it fail with ErrClosed. Closing again does
+// nothing.
+func (s *Store) Close() error {
+	s.hubMu.Lock()
+	h, done := s.hub, s.closed.Swap(true)
+	s.hubMu.Unlock()
+	if done {
+		return nil
+	}
+	if h != nil {
+		h.Close()
+	}
+	return s.d.Close()
+}
+
+// usable refuses a call of op after Close.
+func (s *Store) usable(op string) error {
+	if s.closed.Load() {
+		return &UnavailableError{Op: op, Err: ErrClosed}
+	}
+	return nil
+}
+
+// usableFor refuses a call of op after Close or about an invalid job ID.
+func (s *Store) usableFor(op, job string) error {
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	return ValidateJobID(job)
+}
+
+// run is the driver's answer f to op, unless the store is closed.
+func (s *Store) run(op string, f func() error) error {
+	if err := s.usable(op); err != nil {
+		return err
+	}
+	return f()
+}
+
+// runFor is run for a call about job, refusing an invalid job ID too.
+func (s *Store) runFor(op, job string, f func() error) error {
+	if err := s.usableFor(op, job); err != nil {
+		return err
+	}
+	return f()
+}
+
+// answer is the driver's answer f to op, unless the store is closed.
+func answer[T any](s *Store, op string, f func() (T, error)) (T, error) {
+	return answerIf(s.usable(op), f)
+}
+
+// answerFor is answer for a call about job, refusing an invalid job ID
+// too.
+func answerFor[T any](s *Store, op, job string, f func() (T, error)) (T, error) {
+	return answerIf(s.usableFor(op, job), f)
+}
+
+// answerIf is refusal, or f's answer when there is none.
+func answerIf[T any](refusal error, f func() (T, error)) (T, error) {
+	if refusal != nil {
+		var zero T
+		return zero, refusal
+	}
+	return f()
+}
+
+// checkRequest refuses a request the store cannot honour: a job ID, a TTL
+// or a number of slots outside its Limits.
+func (s *Store) checkRequest(req *AcquireRequest) error {
+	if err := s.usableFor("acquire", req.Job); err != nil {
+		return err
+	}
+	lim := s.limits
+	switch {
+	case req.TTL <= 0:
+		return &RequestError{Op: "acquire", Field: "the TTL", Reason: fmt.Sprintf("%s is not positive", req.TTL)}
+	case lim.MinTTL > 0 && req.TTL < lim.MinTTL:
+		return &RequestError{Op: "acquire", Field: "the TTL", Reason: fmt.Sprintf("%s is below the store's minimum lease TTL %s", req.TTL, lim.MinTTL)}
+	case lim.MaxTTL > 0 && req.TTL > lim.MaxTTL:
+		return &RequestError{Op: "acquire", Field: "the TTL", Reason: fmt.Sprintf("%s is above the store's maximum lease TTL %s", req.TTL, lim.MaxTTL)}
+	case req.Slots < 0 || req.Slots > lim.MaxSlots:
+		return &RequestError{Op: "acquire", Field: "the slots", Reason: fmt.Sprintf("%d is not 0 to the %d this store runs per job", req.Slots, lim.MaxSlots)}
+	}
+	return nil
+}
+
+// Acquire grants the lease on req.Job to req.Holder; see Leaser.
+func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error) {
+	return answerIf(s.checkRequest(&req), func() (*Lease, error) { return s.d.Acquire(ctx, req) })
+}
+
+// Renew extends the liveness of l; see Leaser.
+func (s *Store) Renew(ctx context.Context, l *Lease) error {
+	return s.runFor("renew", l.Job, func() error { return s.d.Renew(ctx, l) })
+}
+
+// Release ends l with outcome out; see Leaser.
+func (s *Store) Release(ctx context.Context, l *Lease, out Outcome) error {
+	return s.runFor("release", l.Job, func() error { return s.d.Release(ctx, l, out) })
+}
+
+// Subscribe starts delivering job's release notifications; see Leaser.
+func (s *Store) Subscribe(ctx context.Context, job string) (Subscription, error) {
+	return answerFor(s, "subscribe", job, func() (Subscription, error) { return s.d.Subscribe(ctx, job) })
+}
+
+// RecordLate records the outcome of a run that did not reach the store in
+// time; see Leaser.
+func (s *Store) RecordLate(ctx context.Context, late LateOutcome) (Correction, error) {
+	return answerFor(s, "record late outcome", late.Job, func() (Correction, error) { return s.d.RecordLate(ctx, late) })
+}
+
+// Leave takes holder out of job's queue of waiters; see Leaser.
+func (s *Store) Leave(ctx context.Context, job, holder string) error {
+	return s.runFor("leave", job, func() error { return s.d.Leave(ctx, job, holder) })
+}
+
+// NoteGroup records that l's child runs in process group pgid, with this
+// process as its supervisor, on a store whose holders all share one host
+// (GroupNoter); on any other store it does nothing.
+func (s *Store) NoteGroup(l *Lease, pgid int) error {
+	gn, ok := s.d.(GroupNoter)
+	if !ok {
+		return nil
+	}
+	if err := s.usableFor("note group", l.Job); err != nil {
+		return err
+	}
+	return gn.NoteGroup(l, pgid)
+}
+
+// Status reports job's state, holder, counters and history; see Operator.
+func (s *Store) Status(ctx context.Context, job string) (*JobStatus, error) {
+	return answerFor(s, "status", job, func() (*JobStatus, error) { return s.d.Status(ctx, job) })
+}
+
+// Scan counts the crashes whose evidence is there without liveness; see
+// Operator.
+func (s *Store) Scan(ctx context.Context) ([]Crash, error) {
+	return answer(s, "scan", func() ([]Crash, error) { return s.d.Scan(ctx) })
+}
+
+// Quarantined lists the quarantined jobs; see Operator.
+func (s *Store) Quarantined(ctx context.Context) ([]Quarantine, error) {
+	return answer(s, "list quarantined", func() ([]Quarantine, error) { return s.d.Quarantined(ctx) })
+}
+
+// Quarantine puts job in quarantine by an operator's decision; see
+// Operator.
+func (s *Store) Quarantine(ctx context.Context, job string, note Note) error {
+	return s.runFor("quarantine", job, func() error { return s.d.Quarantine(ctx, job, note) })
+}
+
+// ReleaseQuarantine lets job run again; see Operator.
+func (s *Store) ReleaseQuarantine(ctx context.Context, job string, note Note) error {
+	return s.runFor("release quarantine", job, func() error { return s.d.ReleaseQuarantine(ctx, job, note) })
+}
+
+// Stop asks the job's running child to stop; see Operator.
+func (s *Store) Stop(ctx context.Context, job string, note Note) error {
+	return s.runFor("stop", job, func() error { return s.d.Stop(ctx, job, note) })
+}
+
+// Jobs lists the IDs of the jobs the store knows that start with prefix;
+// see Operator.
+func (s *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, error) {
+	if err := s.usable("jobs"); err != nil {
+		return nil, err
+	}
+	if prefix != "" {
+		if err := ValidateJobID(prefix); err != nil {
+			return nil, err
+		}
+	}
+	return s.d.Jobs(ctx, prefix, limit)
+}
+
+// Leases lists the live leases; see Operator.
+func (s *Store) Leases(ctx context.Context) ([]Holder, error) {
+	return answer(s, "leases", func() ([]Holder, error) { return s.d.Leases(ctx) })
+}
+
+// Counts returns store-wide gauges; see Operator.
+func (s *Store) Counts(ctx context.Context) (Counts, error) {
+	return answer(s, "counts", func() (Counts, error) { return s.d.Counts(ctx) })
+}
+
+// CheckToken returns nil when token is job's current fencing token and its
+// lease is live; see Operator.
+func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
+	return s.runFor("check token", job, func() error { return s.d.CheckToken(ctx, job, token) })
+}
+
+// Expect sets or clears job's expectation; see Operator.
+func (s *Store) Expect(ctx context.Context, job string, x *Expectation, note Note) error {
+	if err := s.usableFor("expect", job); err != nil {
+		return err
+	}
+	if x != nil {
+		if err := x.Validate(); err != nil {
+			return err
+		}
+	}
+	return s.d.Expect(ctx, job, x, note)
+}
+
+// Overdue lists the jobs past their expectation; see Operator.
+func (s *Store) Overdue(ctx context.Context) ([]Overdue, error) {
+	return answer(s, "overdue", func() ([]Overdue, error) { return s.d.Overdue(ctx) })
+}
+
+// PutNotices records notices not yet kept; see Notices.
+func (s *Store) PutNotices(ctx context.Context, notices []Notice) error {
+	if err := s.usable("put notices"); err != nil {
+		return err
+	}
+	for i := range notices {
+		if err := notices[i].Validate(); err != nil {
+			return err
+		}
+	}
+	return s.d.PutNotices(ctx, notices)
+}
+
+// ClaimNotices claims notices due for delivery for owner; see Notices.
+func (s *Store) ClaimNotices(ctx context.Context, owner string, limit int, hold time.Duration) ([]Notice, error) {
+	return answer(s, "claim notices", func() ([]Notice, error) { return s.d.ClaimNotices(ctx, owner, limit, hold) })
+}
+
+// SettleNotice ends owner's claim on the notice with key; see Notices.
+func (s *Store) SettleNotice(ctx context.Context, key, owner string, st Settlement) error {
+	return s.run("settle notice", func() error { return s.d.SettleNotice(ctx, key, owner, st) })
+}
+
+// ListNotices returns the notices the store keeps; see Notices.
+func (s *Store) ListNotices(ctx context.Context) ([]Notice, error) {
+	return answer(s, "list notices", func() ([]Notice, error) { return s.d.ListNotices(ctx) })
+}
+
+// WatchTokens starts following job's fencing state; see TokenFeed. The
+// first watch starts the driver's side of the feed, which all the store's
+// watches share.
+func (s *Store) WatchTokens(ctx context.Context, job string, fn func(TokenState)) (TokenWatch, error) {
+	if err := ValidateJobID(job); err != nil {
+		return nil, err
+	}
+	h, err := s.tokenHub(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return h.Watch(ctx, job, fn)
+}
+
+// tokenHub returns the store's hub, starting the driver's source on first
+// use.
+func (s *Store) tokenHub(ctx context.Context) (*TokenHub, error) {
+	s.hubMu.Lock()
+	defer s.hubMu.Unlock()
+	if err := s.usable("watch tokens"); err != nil {
+		return nil, err
+	}
+	if s.hub == nil {
+		h := newTokenHub()
+		src, err := s.d.StartTokens(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		h.attach(src)
+		s.hub = h
+	}
+	return s.hub, nil
+}
+
+// SyncTokens is the token feed's heartbeat; see TokenFeed. With no watch
+// started there is nothing to wait for.
+func (s *Store) SyncTokens(ctx context.Context) error {
+	if err := s.usable("sync tokens"); err != nil {
+		return err
+	}
+	s.hubMu.Lock()
+	h := s.hub
+	s.hubMu.Unlock()
+	if h == nil {
+		return nil
+	}
+	return h.Sync(ctx)
+}
