@@ -31,11 +31,11 @@ const quietGuard = 200 * time.Millisecond
 // store, and returns a's lease.
 func queued(t *testing.T, store *fakeStore, waiters ...string) *leasestore.Lease {
 	t.Helper()
-	a := storetest.Acquire(t, store.Store, storetest.Request("j", "a", storetest.LongTTL))
+	a := storetest.Acquire(t, store.Driver, storetest.Request("j", "a", storetest.LongTTL))
 	for _, w := range waiters {
 		req := storetest.Request("j", w, storetest.LongTTL)
 		req.Wait = true
-		if _, err := store.Store.Acquire(storetest.Ctx(t), req); !errors.As(err, new(*leasestore.HeldError)) {
+		if _, err := store.Driver.Acquire(storetest.Ctx(t), req); !errors.As(err, new(*leasestore.HeldError)) {
 			t.Fatalf("%s asked for the job a holds: %v", w, err)
 		}
 	}
@@ -51,7 +51,7 @@ func TestReleaseWakesTheWaitersInTheirTurn(t *testing.T) {
 	a := queued(t, store, "b", "c", "d")
 	b, c, d := subscribeAs(t, srv, "j", "b", workerToken), subscribeAs(t, srv, "j", "c", workerToken), subscribeAs(t, srv, "j", "d", workerToken)
 	anyone := subscribe(t, srv, "j", workerToken)
-	storetest.Release(t, store.Store, a, leasestore.ResultCompleted)
+	storetest.Release(t, store.Driver, a, leasestore.ResultCompleted)
 	store.release("j")
 	if !released(t, wait(t, srv, b, workerToken, 10_000)) {
 		t.Error("b, first in the queue, was not woken by a's release")
@@ -83,7 +83,7 @@ func TestReleaseWakesTheWaiterInTurnWhateverTheOrderOfSubscriptions(t *testing.T
 	a := queued(t, store, "b", "c")
 	subscribeAs(t, srv, "j", "c", workerToken)
 	b := subscribeAs(t, srv, "j", "b", workerToken)
-	storetest.Release(t, store.Store, a, leasestore.ResultCompleted)
+	storetest.Release(t, store.Driver, a, leasestore.ResultCompleted)
 	store.release("j")
 	if !released(t, wait(t, srv, b, workerToken, 10_000)) {
 		t.Error("b, first in the queue, was not woken because c subscribed before it")

@@ -70,7 +70,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 	// supervisor killed leaves its lease to expire. There, watching the
 	// exit would make every waiter of this host ask at once, each refused
 	// but the first, while the first starts its child.
-	_, provesGone := s.Store.(leasestore.GroupNoter)
+	provesGone := s.Store.NotesGroups()
 	var sub leasestore.Subscription
 	defer func() {
 		if sub != nil {

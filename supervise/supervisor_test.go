@@ -1257,7 +1257,7 @@ type groupNote struct {
 }
 
 // groupNoting makes f a groupNotingStore whose notes all succeed at once.
-func groupNoting(f *fakeStore) leasestore.Leaser {
+func groupNoting(f *fakeStore) leasestore.Driver {
 	proceed := make(chan struct{})
 	close(proceed)
 	return groupNotingStore{fakeStore: f, notes: make(chan groupNote, 1), proceed: proceed}
