@@ -111,6 +111,7 @@ func Run(t *testing.T, h Harness) {
 		{"WaiterVanishesMidQueue", testWaiterVanishes},
 		{"WaiterLeaves", testWaiterLeaves},
 		{"WakeInTurn", testWakeInTurn},
+		{"RefusedHeadWakesNext", testRefusedHeadWakesNext},
 		{"CrashCountedWhileOthersWait", testCrashWhileOthersWait},
 		{"ScanCountsEachSlot", testScanCountsEachSlot},
 		{"StopEverySlot", testStopEverySlot},

@@ -23,16 +23,7 @@ func testWakeInTurn(t *testing.T, h fixture) {
 	}
 	s := client(t, h.Fixture)
 	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
-	subs := map[string]leasestore.Subscription{}
-	for _, w := range []string{"b", "c", "d"} {
-		sub, err := s.Subscribe(Ctx(t), "job", w)
-		if err != nil {
-			t.Fatalf("Subscribe for %s: %v", w, err)
-		}
-		t.Cleanup(func() { _ = sub.Close() })
-		subs[w] = sub
-		refused(t, s, slotRequest("job", w, LongTTL, 1, true))
-	}
+	subs := queueUp(t, s, "job", 1, "b", "c", "d")
 	Release(t, s, a, leasestore.ResultCompleted)
 	awaitWake(t, subs["b"], "b, first in the queue, on a's release")
 	quiet(t, subs, "c", "d")
@@ -45,6 +36,51 @@ func testWakeInTurn(t *testing.T, h fixture) {
 	c := Acquire(t, s, slotRequest("job", "c", LongTTL, 1, true))
 	Release(t, s, c, leasestore.ResultCompleted)
 	awaitWake(t, subs["d"], "d, first in the queue, on c's release")
+}
+
+// testRefusedHeadWakesNext: a waiter refused in its turn (here, too soon
+// after the last success) leaves the queue while the slot is free, which
+// brings the next waiter's turn.
+func testRefusedHeadWakesNext(t *testing.T, h fixture) {
+	if !h.WakesInTurn {
+		t.Skip("the store wakes every waiter of the job")
+	}
+	s := client(t, h.Fixture)
+	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
+	subs := queueUp(t, s, "job", 1, "b", "c")
+	Release(t, s, a, leasestore.ResultCompleted)
+	awaitWake(t, subs["b"], "b, first in the queue, on a's release")
+	// The job's own subscription is the registry's, and that of the
+	// waiters of a leasectl older than waking in turn.
+	job, err := s.Subscribe(Ctx(t), "job", "")
+	if err != nil {
+		t.Fatalf("Subscribe to the job: %v", err)
+	}
+	t.Cleanup(func() { _ = job.Close() })
+	req := slotRequest("job", "b", LongTTL, 1, true)
+	req.MinInterval = time.Hour
+	_, err = s.Acquire(Ctx(t), req)
+	errorAs[*leasestore.TooSoonError](t, err)
+	awaitWake(t, subs["c"], "c, first once b was refused while the slot was free")
+	awaitWake(t, job, "the job's subscription, once b was refused while the slot was free")
+}
+
+// queueUp subscribes each of waiters to job's wake-ups, in turn, and puts
+// it in the job's queue (a job of slots slots whose slots are all held),
+// and returns their subscriptions, closed when the test ends.
+func queueUp(t *testing.T, s Client, job string, slots int, waiters ...string) map[string]leasestore.Subscription {
+	t.Helper()
+	subs := map[string]leasestore.Subscription{}
+	for _, w := range waiters {
+		sub, err := s.Subscribe(Ctx(t), job, w)
+		if err != nil {
+			t.Fatalf("Subscribe for %s: %v", w, err)
+		}
+		t.Cleanup(func() { _ = sub.Close() })
+		subs[w] = sub
+		refused(t, s, slotRequest(job, w, LongTTL, slots, true))
+	}
+	return subs
 }
 
 // awaitWake waits for sub's wake-up.

@@ -150,6 +150,21 @@ BEGIN
   RETURN v_crashes;
 END $$;
 
+-- _left_queue tells of a waiter that left the job's queue (leave, a
+-- refusal, a grant given up on): while a slot is free at p_now, the job's
+-- channel is notified (the registry, and the waiters of a leasectl older
+-- than waking in turn, listen there) and the waiters whose turn it now is
+-- are woken. The caller holds the job's lock.
+CREATE OR REPLACE FUNCTION @schema@._left_queue(p_job text, p_now timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF (SELECT count(*) FROM @schema@.runs WHERE job = p_job AND live_until > p_now)
+      < (SELECT slots FROM @schema@.jobs WHERE job = p_job) THEN
+    PERFORM pg_notify(@schema@._channel(p_job), '');
+    PERFORM @schema@._wake_waiters(p_job, p_now);
+  END IF;
+END $$;
+
 -- _refused is p_answer, an acquire's refusal other than held: p_holder
 -- will not wait for the job, and leaves its queue (docs/semantics.md,
 -- Acquire), which may bring the next waiters' turn. The caller holds the
@@ -159,7 +174,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
   DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;
   IF FOUND THEN
-    PERFORM @schema@._wake_waiters(p_job, clock_timestamp());
+    PERFORM @schema@._left_queue(p_job, clock_timestamp());
   END IF;
   RETURN p_answer;
 END $$;

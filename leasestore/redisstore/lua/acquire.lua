@@ -36,7 +36,7 @@ local now = now_us()
 -- A waiter refused leaves the queue; the next waiters' turn may have come.
 local function refuse(reply)
   if unqueue(k, holder) then
-    wake_waiters(k, job, now)
+    left_queue(k, job, now)
   end
   return reply
 end

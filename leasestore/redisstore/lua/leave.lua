@@ -10,16 +10,7 @@ local k = declared_keys(ARGV[1], job)
 local now = now_us()
 local left = unqueue(k, holder)
 if left then
-  local live = 0
-  for _, u in ipairs(runs_of(k, job, now)) do
-    if u.live then
-      live = live + 1
-    end
-  end
-  if live < slots_of(k) then
-    redis.call('PUBLISH', k.n, 'w')
-    wake_waiters(k, job, now)
-  end
+  left_queue(k, job, now)
 end
 prune(k, queue_of(k), now)
 if left then

@@ -88,18 +88,24 @@ local function drop_run(k, job, u)
   redis.call('ZREM', key, member)
 end
 
--- wake_waiters wakes the waiters whose turn it is: the first of the job's
--- queue (its lapsed waiters left out), as many as slots are free at now,
--- each on a channel of its own (<p><job>:n#<worker>, which no job's channel
--- is: '#' is in no job ID), so that the others sleep on (rules, Acquire:
--- a free slot goes only to the oldest waiters).
-local function wake_waiters(k, job, now)
+-- free_slots is how many of the job's slots no live run is in at now.
+local function free_slots(k, job, now)
   local free = slots_of(k)
   for _, u in ipairs(runs_of(k, job, now)) do
     if u.live then
       free = free - 1
     end
   end
+  return free
+end
+
+-- wake_waiters wakes the waiters whose turn it is: the first of the job's
+-- queue (its lapsed waiters left out), as many as slots are free at now,
+-- each on a channel of its own (<p><job>:n#<worker>, which no job's channel
+-- is: '#' is in no job ID), so that the others sleep on (rules, Acquire:
+-- a free slot goes only to the oldest waiters).
+local function wake_waiters(k, job, now)
+  local free = free_slots(k, job, now)
   for _, w in ipairs(queue_of(k)) do
     if free <= 0 then
       return
@@ -108,6 +114,18 @@ local function wake_waiters(k, job, now)
       redis.call('PUBLISH', k.n .. '#' .. w.worker, 'w')
       free = free - 1
     end
+  end
+end
+
+-- left_queue tells of a waiter that left the job's queue (Leave, a refusal,
+-- a grant given up on): while a slot is free, the job's channel says so
+-- ('w', for the registry and the waiters of a leasectl older than waking
+-- in turn, which listen there) and the waiters whose turn it now is are
+-- woken.
+local function left_queue(k, job, now)
+  if free_slots(k, job, now) > 0 then
+    redis.call('PUBLISH', k.n, 'w')
+    wake_waiters(k, job, now)
   end
 end
 
