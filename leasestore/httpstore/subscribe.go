@@ -42,7 +42,26 @@ func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.S
 	return sub, nil
 }
 
+// subscribe makes a subscription in the registry for waiter and returns its
+// ID. A registry older than waking waiters in turn refuses the unknown
+// worker_id field without subscribing; subscribe then asks again without
+// it, and leaves it out from then on: the waiter is woken by every release
+// of the job, as it was before.
 func (s *Store) subscribe(ctx context.Context, job, waiter string) (string, error) {
+	if s.noWorkerID.Load() {
+		waiter = ""
+	}
+	id, err := s.subscribeAs(ctx, job, waiter)
+	var re *leasestore.RequestError
+	if waiter != "" && errors.As(err, &re) && re.Field == "worker_id" {
+		s.noWorkerID.Store(true)
+		id, err = s.subscribeAs(ctx, job, "")
+	}
+	return id, err
+}
+
+// subscribeAs sends one subscribe request, for waiter ("": the job).
+func (s *Store) subscribeAs(ctx context.Context, job, waiter string) (string, error) {
 	var r api.Subscription
 	err := s.do(ctx, call{op: "subscribe", method: http.MethodPost, path: api.PathSubscribe, body: api.SubscribeRequest{JobID: job, WorkerID: waiter}}, &r)
 	return r.SubscriptionID, err
