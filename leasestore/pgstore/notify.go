@@ -85,15 +85,18 @@ func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.S
 }
 
 // listenInTurn is the statement that listens for waiter's turn: on its own
-// channel where the schema's functions wake waiters in their turn (lib.sql,
-// _wake_waiters), else, on a schema whose functions a leasectl older than
-// that installed (they are replaced at the next migration), on the job's
-// channel, which they notify. One statement, run on every connection, so
-// that the choice costs no round trip.
+// channel where the schema is at this leasectl's version, whose functions
+// wake waiters in their turn (lib.sql, _wake_waiters), else on the job's
+// channel, which every version's functions notify: on a schema that an
+// older leasectl made (until this one migrates it), and whatever else keeps
+// the version check from answering. The version is _check_version's, which
+// every migration makes again with its functions, so that the channel
+// follows the functions installed. One statement, run on every connection,
+// so that the choice costs no round trip.
 func (s *Store) listenInTurn(job, waiter string) string {
-	wake := quoteLiteral(quoteIdent(schemaName(s.ns)) + "._wake_waiters(text,timestamptz)")
-	return fmt.Sprintf("DO $leasectl$ BEGIN IF to_regprocedure(%s) IS NOT NULL THEN LISTEN %s; ELSE LISTEN %s; END IF; END $leasectl$",
-		wake, quoteIdent(waiterChannel(s.ns, job, waiter)), quoteIdent(channel(s.ns, job)))
+	return fmt.Sprintf("DO $leasectl$ BEGIN PERFORM %s._check_version(%d); LISTEN %s; "+
+		"EXCEPTION WHEN OTHERS THEN LISTEN %s; END $leasectl$",
+		quoteIdent(schemaName(s.ns)), schemaVersion, quoteIdent(waiterChannel(s.ns, job, waiter)), quoteIdent(channel(s.ns, job)))
 }
 
 // subscription turns the notifications of one channel into coalesced
