@@ -112,6 +112,8 @@ func Run(t *testing.T, h Harness) {
 		{"WaiterLeaves", testWaiterLeaves},
 		{"WakeInTurn", testWakeInTurn},
 		{"RefusedHeadWakesNext", testRefusedHeadWakesNext},
+		{"CrashesWakeInTurn", testCrashesWakeInTurn},
+		{"CountedCrashesWakeInTurn", testCountedCrashesWakeInTurn},
 		{"CrashCountedWhileOthersWait", testCrashWhileOthersWait},
 		{"ScanCountsEachSlot", testScanCountsEachSlot},
 		{"StopEverySlot", testStopEverySlot},
