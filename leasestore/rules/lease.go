@@ -23,8 +23,8 @@ import (
 func Acquire(r *Record, req leasestore.AcquireRequest, now time.Time) (Step, *leasestore.Lease, error) {
 	var s Step
 	lease, err := r.acquire(&s, req, now)
-	if err != nil && !errors.As(err, new(*leasestore.HeldError)) && r.unqueue(req.Holder) && len(r.LiveRuns(now)) < r.slots() {
-		s.Wake = true
+	if err != nil && !errors.As(err, new(*leasestore.HeldError)) {
+		r.leave(&s, req.Holder, now)
 	}
 	return s, lease, err
 }

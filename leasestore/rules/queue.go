@@ -71,11 +71,18 @@ func (r *Record) unqueue(holder string) bool {
 // slot may now be the next one's.
 func Leave(r *Record, holder string, now time.Time) Step {
 	var s Step
+	r.leave(&s, holder, now)
+	r.prune(now)
+	return s
+}
+
+// leave takes holder out of the queue at now (Leave, a refusal, a grant
+// given up on); when it was in it while a slot is free, s wakes the
+// waiters: the slot may now be the next one's.
+func (r *Record) leave(s *Step, holder string, now time.Time) {
 	if r.unqueue(holder) && len(r.LiveRuns(now)) < r.slots() {
 		s.Wake = true
 	}
-	r.prune(now)
-	return s
 }
 
 // Turn is the waiters whose turn it is at now: the first of the queue that

@@ -114,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 		{"RefusedHeadWakesNext", testRefusedHeadWakesNext},
 		{"CrashesWakeInTurn", testCrashesWakeInTurn},
 		{"CountedCrashesWakeInTurn", testCountedCrashesWakeInTurn},
+		{"GiveUpWakesNext", testGiveUpWakesNext},
 		{"CrashCountedWhileOthersWait", testCrashWhileOthersWait},
 		{"ScanCountsEachSlot", testScanCountsEachSlot},
 		{"StopEverySlot", testStopEverySlot},
