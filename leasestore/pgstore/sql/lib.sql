@@ -165,16 +165,16 @@ BEGIN
   END IF;
 END $$;
 
--- _refused is p_answer, an acquire's refusal other than held: p_holder
--- will not wait for the job, and leaves its queue (docs/semantics.md,
--- Acquire), which may bring the next waiters' turn. The caller holds the
--- job's lock.
-CREATE OR REPLACE FUNCTION @schema@._refused(p_job text, p_holder text, p_answer json) RETURNS json
+-- _refused is p_answer, an acquire's refusal other than held at p_now (the
+-- acquire's clock): p_holder will not wait for the job, and leaves its
+-- queue (docs/semantics.md, Acquire), which may bring the next waiters'
+-- turn. The caller holds the job's lock.
+CREATE OR REPLACE FUNCTION @schema@._refused(p_job text, p_holder text, p_now timestamptz, p_answer json) RETURNS json
 LANGUAGE plpgsql AS $$
 BEGIN
   DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;
   IF FOUND THEN
-    PERFORM @schema@._left_queue(p_job, clock_timestamp());
+    PERFORM @schema@._left_queue(p_job, p_now);
   END IF;
   RETURN p_answer;
 END $$;

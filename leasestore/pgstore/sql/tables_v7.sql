@@ -8,3 +8,8 @@
 -- Placeholders: @schema@ (the namespace's schema, quoted).
 
 COMMENT ON TABLE @schema@.queue IS 'leasectl: the waiters of each job, oldest first, each woken in its turn on a channel of its own; change it only through the functions of this schema';
+
+-- Version 6's _refused read the clock again; version 7's takes the
+-- acquire's. Dropped, so that no function of version 6 is left beside
+-- version 7's.
+DROP FUNCTION IF EXISTS @schema@._refused(text, text, json);
