@@ -107,7 +107,7 @@ func (b *bench) etcdExpiryLag() error {
 	var lags []float64
 	for i := range expiryProbes {
 		job := "probe-" + strconv.Itoa(i)
-		sub, err := s.Subscribe(ctx, job)
+		sub, err := s.Subscribe(ctx, job, "")
 		if err != nil {
 			return err
 		}

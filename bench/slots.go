@@ -125,30 +125,46 @@ func (b *bench) slotsCost(s slotsStore) error {
 	return nil
 }
 
+// fifoCase is one way fifoFigures hands a job over: to the first of
+// waiters waiters, released once the last one waits, and, with
+// otherRun, once another run of s (on a job of its own) then started and
+// ended: the second waiter's start-up, without a second waiter.
+type fifoCase struct {
+	waiters  int
+	otherRun bool
+}
+
 // fifoFigures measures on s the handoff to the first of two FIFO waiters
 // against the handoff to a lone waiter, interleaved, and serves
-// fifoWaiters waiters on one job.
+// fifoWaiters waiters on one job. A lone waiter released right after it
+// started waiting is the warmest there is: the handoff to one that waited
+// while another leasectl started, as the first of two does, is measured
+// beside them, for reference.
 func (b *bench) fifoFigures(s slotsStore) error {
-	samples := map[int][]float64{}
+	cases := []fifoCase{{waiters: 1}, {waiters: 2}, {waiters: 1, otherRun: true}}
+	samples := map[fifoCase][]float64{}
 	firstServed := 0 // FIFO handoffs that went to the first waiter
 	for range handoffRounds {
-		for _, waiters := range b.rng.Perm(2) {
-			d, first, err := b.queuedHandoff(s, waiters+1)
+		for _, i := range b.rng.Perm(len(cases)) {
+			c := cases[i]
+			d, first, err := b.queuedHandoff(s, c)
 			if err != nil {
 				return fmt.Errorf("handoff on %s: %w", s.name, err)
 			}
-			samples[waiters+1] = append(samples[waiters+1], d)
-			if first && waiters == 1 {
+			samples[c] = append(samples[c], d)
+			if first && c.waiters == 2 {
 				firstServed++
 			}
 		}
 	}
-	lone, fifo := median(samples[1]), median(samples[2])
+	lone, fifo, after := median(samples[cases[0]]), median(samples[cases[1]]), median(samples[cases[2]])
 	n := fmt.Sprintf("median of %d, interleaved", handoffRounds)
 	line("handoff_fifo_"+s.name+"_ms", fifo, "ms", fmt.Sprintf("to the first of 2 waiters in the queue (served first in %d of %d); target <= handoff_lone_%s_ms, %.2f in the same run; %s",
 		firstServed, handoffRounds, s.name, lone, n))
 	line("handoff_lone_"+s.name+"_ms", lone, "ms", "to a lone waiter, as before FIFO waiting; "+n)
+	line("handoff_lone_after_run_"+s.name+"_ms", after, "ms", "to a lone waiter, released once another `leasectl run` started and ended while it waited; reference; "+n)
 	line("handoff_fifo_"+s.name+"_vs_lone", fifo/lone, "x", "target <= 1")
+	line("handoff_fifo_"+s.name+"_vs_lone_after_run", fifo/after, "x", "reference: the first of two waiters against a lone one that waited as long")
 	inPlace, err := b.arrivalOrder(s)
 	if err != nil {
 		return fmt.Errorf("%d waiters on %s: %w", fifoWaiters, s.name, err)
@@ -162,12 +178,22 @@ func (b *bench) fifoFigures(s slotsStore) error {
 	return nil
 }
 
-// queuedHandoff starts a holder on a fresh job of s and then waiters
-// waiters, each once the one before waits, releases the holder, and returns
-// the time from the holder's child's end to the first waiter's child's
-// start, in milliseconds, and whether the first waiter started first.
-func (b *bench) queuedHandoff(s slotsStore, waiters int) (float64, bool, error) {
-	starts, ended, err := b.serveQueue(s, "fifo-"+strconv.Itoa(b.next()), waiters)
+// queuedHandoff starts a holder on a fresh job of s and then c's waiters,
+// each once the one before waits, (with c.otherRun, runs `true` on
+// another job), releases the holder, and returns the time from the
+// holder's child's end to the first waiter's child's start, in
+// milliseconds, and whether the first waiter started first.
+func (b *bench) queuedHandoff(s slotsStore, c fifoCase) (float64, bool, error) {
+	var interlude func() error
+	if c.otherRun {
+		interlude = func() error {
+			if out, err := s.run(b, "run", "--job", "fifo-other", "--", "true").CombinedOutput(); err != nil {
+				return fmt.Errorf("a run on another job: %v: %s", err, out)
+			}
+			return nil
+		}
+	}
+	starts, ended, err := b.serveQueue(s, "fifo-"+strconv.Itoa(b.next()), c.waiters, interlude)
 	if err != nil {
 		return 0, false, err
 	}
@@ -177,7 +203,7 @@ func (b *bench) queuedHandoff(s slotsStore, waiters int) (float64, bool, error) 
 // arrivalOrder queues fifoWaiters waiters on one job of s and returns how
 // many were served in their place of arrival.
 func (b *bench) arrivalOrder(s slotsStore) (int, error) {
-	starts, _, err := b.serveQueue(s, "arrival-"+strconv.Itoa(b.next()), fifoWaiters)
+	starts, _, err := b.serveQueue(s, "arrival-"+strconv.Itoa(b.next()), fifoWaiters, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -196,10 +222,11 @@ func (b *bench) arrivalOrder(s slotsStore) (int, error) {
 }
 
 // serveQueue starts a holder on job of s and then n waiters (`run --wait`),
-// each once the one before logged that it waits, releases the holder, and
-// waits for every waiter to run its child. It returns the waiters' child
-// starts in arrival order and the holder's child's end (CLOCK_MONOTONIC ns).
-func (b *bench) serveQueue(s slotsStore, job string, n int) (starts []int64, ended int64, err error) {
+// each once the one before logged that it waits, runs interlude (if not
+// nil), releases the holder, and waits for every waiter to run its child.
+// It returns the waiters' child starts in arrival order and the holder's
+// child's end (CLOCK_MONOTONIC ns).
+func (b *bench) serveQueue(s slotsStore, job string, n int, interlude func() error) (starts []int64, ended int64, err error) {
 	holderFile := b.file("holder")
 	holder, err := startProc(s.run(b, "run", "--job", job, "--", b.stamp, "hold", holderFile), true)
 	if err != nil {
@@ -222,6 +249,11 @@ func (b *bench) serveQueue(s slotsStore, job string, n int) (starts []int64, end
 			return nil, 0, err
 		}
 		waiters[i] = w
+	}
+	if interlude != nil {
+		if err := interlude(); err != nil {
+			return nil, 0, err
+		}
 	}
 	holder.release()
 	if err := holder.waitOK(); err != nil {

@@ -84,7 +84,7 @@ func (s *stubStore) Release(context.Context, *leasestore.Lease, leasestore.Outco
 	return errors.New("stub: Release is not used by the on-call commands")
 }
 
-func (s *stubStore) Subscribe(context.Context, string) (leasestore.Subscription, error) {
+func (s *stubStore) Subscribe(context.Context, string, string) (leasestore.Subscription, error) {
 	return nil, errors.New("stub: Subscribe is not used by the on-call commands")
 }
 

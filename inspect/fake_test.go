@@ -353,7 +353,7 @@ func (s *fakeStore) CheckToken(_ context.Context, job string, token int64) error
 	return &leasestore.StaleTokenError{Job: job, Token: token, Current: j.lastToken, Live: live}
 }
 
-func (s *fakeStore) Subscribe(context.Context, string) (leasestore.Subscription, error) {
+func (s *fakeStore) Subscribe(context.Context, string, string) (leasestore.Subscription, error) {
 	return nil, errors.New("fake store: Subscribe is not supported")
 }
 

@@ -152,9 +152,9 @@ func (s *Store) Release(ctx context.Context, l *Lease, out Outcome) error {
 	return s.runFor("release", l.Job, func() error { return s.d.Release(ctx, l, out) })
 }
 
-// Subscribe starts delivering job's release notifications; see Leaser.
-func (s *Store) Subscribe(ctx context.Context, job string) (Subscription, error) {
-	return answerFor(s, "subscribe", job, func() (Subscription, error) { return s.d.Subscribe(ctx, job) })
+// Subscribe starts delivering job's notifications to waiter; see Leaser.
+func (s *Store) Subscribe(ctx context.Context, job, waiter string) (Subscription, error) {
+	return answerFor(s, "subscribe", job, func() (Subscription, error) { return s.d.Subscribe(ctx, job, waiter) })
 }
 
 // RecordLate records the outcome of a run that did not reach the store in
@@ -166,6 +166,15 @@ func (s *Store) RecordLate(ctx context.Context, late LateOutcome) (Correction, e
 // Leave takes holder out of job's queue of waiters; see Leaser.
 func (s *Store) Leave(ctx context.Context, job, holder string) error {
 	return s.runFor("leave", job, func() error { return s.d.Leave(ctx, job, holder) })
+}
+
+// NotesGroups reports whether the store's holders all share one host, so
+// that it proves a run over once its supervisor and process group are
+// gone (GroupNoter): only there does a waiter gain by watching its
+// holder's supervisor exit.
+func (s *Store) NotesGroups() bool {
+	_, ok := s.d.(GroupNoter)
+	return ok
 }
 
 // NoteGroup records that l's child runs in process group pgid, with this

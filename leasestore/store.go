@@ -46,10 +46,14 @@ type Leaser interface {
 	// or its evidence is gone (counted as a crash, or expired).
 	Release(ctx context.Context, l *Lease, out Outcome) error
 
-	// Subscribe starts delivering job's release notifications. Call it
-	// before the Acquire whose refusal you will wait on, so that a release
-	// in between is not missed.
-	Subscribe(ctx context.Context, job string) (Subscription, error)
+	// Subscribe starts delivering job's notifications to waiter, the holder
+	// that will wait (docs/semantics.md, Subscribe). Call it before the
+	// Acquire whose refusal you will wait on, so that a notification in
+	// between is not missed. A store that wakes waiters in their turn
+	// (Abilities.WakesInTurn in the conformance suite) delivers only those
+	// that may let waiter in: a slot free while it is among the first
+	// waiters. With waiter "", every notification of the job.
+	Subscribe(ctx context.Context, job, waiter string) (Subscription, error)
 
 	// RecordLate records the outcome of a run that did not reach the store
 	// in time, and undoes what its absence did. While the run's evidence is

@@ -175,7 +175,7 @@ func (s *Server) subscribe(x *exchange) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	sub, err := s.hub.subscribe(x.ctx, job, x.digest)
+	sub, err := s.hub.subscribe(x.ctx, job, sr.WorkerID, x.digest)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -118,7 +118,7 @@ func (f *fakeStore) Status(ctx context.Context, job string) (*leasestore.JobStat
 }
 
 // Subscribe hands out subscriptions the test fires itself.
-func (f *fakeStore) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
+func (f *fakeStore) Subscribe(ctx context.Context, job, _ string) (leasestore.Subscription, error) {
 	if err := f.enter(ctx, "subscribe"); err != nil {
 		return nil, err
 	}

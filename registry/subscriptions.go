@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +31,9 @@ const (
 	subscriptionIdle         = 2 * api.MaxPollTimeoutMS * time.Millisecond
 	maxSubscriptions         = 10_000
 	maxSubscriptionsPerToken = 1_000
+	// turnTimeout bounds the store read that says whose turn it is
+	// (hub.wake): past it every waiter is woken, as before the read.
+	turnTimeout = time.Second
 )
 
 // hub holds the registry's subscriptions. Waiters of one job share one
@@ -44,6 +48,7 @@ type hub struct {
 	jobs   map[string]*jobWatch
 	subs   map[string]*subscription
 	held   admission // of subs
+	made   uint64    // subscriptions made so far
 	closed bool
 }
 
@@ -63,11 +68,21 @@ type jobWatch struct {
 type subscription struct {
 	id      string
 	job     string
+	waiter  string // the worker it is for; "": not named
 	w       *jobWatch
 	owner   [sha256.Size]byte // the digest of the token that made it
 	pending chan struct{}
 	waiting int // waits in progress
 	seen    time.Time
+	seq     uint64 // the order it was made in, in the hub
+}
+
+// notify keeps a release for s, coalescing with one not yet collected.
+func (s *subscription) notify() {
+	select {
+	case s.pending <- struct{}{}:
+	default:
+	}
 }
 
 func newHub(store *leasestore.Store, clk clock.Clock) *hub {
@@ -76,10 +91,11 @@ func newHub(store *leasestore.Store, clk clock.Clock) *hub {
 	return &hub{store: store, clock: clk, jobs: map[string]*jobWatch{}, subs: map[string]*subscription{}, held: held}
 }
 
-// subscribe makes a subscription to job for the token with digest owner.
-// When it returns, the store subscription is in place: every release
-// after this moment is kept for the subscription.
-func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte) (*subscription, error) {
+// subscribe makes a subscription to job for waiter ("": none named) and
+// the token with digest owner. When it returns, the store subscription is
+// in place: every release after this moment is kept for the subscription
+// (or, for a waiter, every one in its turn: see wake).
+func (h *hub) subscribe(ctx context.Context, job, waiter string, owner [sha256.Size]byte) (*subscription, error) {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -94,7 +110,8 @@ func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte
 		w = &jobWatch{job: job, ready: make(chan struct{}), waiters: map[*subscription]struct{}{}, stop: make(chan struct{})}
 		h.jobs[job] = w
 	}
-	s := &subscription{id: newID(), job: job, w: w, owner: owner, pending: make(chan struct{}, 1), seen: h.clock.Now()}
+	h.made++
+	s := &subscription{id: newID(), job: job, waiter: waiter, w: w, owner: owner, pending: make(chan struct{}, 1), seen: h.clock.Now(), seq: h.made}
 	// Joined now, the subscription is notified by the store subscription
 	// as soon as that is in place.
 	w.waiters[s] = struct{}{}
@@ -102,7 +119,7 @@ func (h *hub) subscribe(ctx context.Context, job string, owner [sha256.Size]byte
 	h.mu.Unlock()
 
 	if !ok {
-		sub, err := h.store.Subscribe(ctx, job)
+		sub, err := h.store.Subscribe(ctx, job, "")
 		h.mu.Lock()
 		w.sub, w.err = sub, err
 		close(w.ready)
@@ -134,16 +151,69 @@ func (h *hub) forward(w *jobWatch) {
 		case <-w.stop:
 			return
 		case <-w.sub.Released():
-			h.mu.Lock()
-			for s := range w.waiters {
-				select {
-				case s.pending <- struct{}{}:
-				default:
-				}
-			}
-			h.mu.Unlock()
+			h.wake(w)
 		}
 	}
+}
+
+// wake passes a notification of w's job to its subscriptions: at once to
+// those that name no waiter and to the oldest that names one, whose waiter
+// is most likely the first in the queue (a waiter subscribes before it
+// joins it, and closes its subscription once granted). While two or more
+// name their waiter, it then asks the store whose turn it is, and passes
+// it to those too: the others could not be granted a slot, and their
+// requests would only slow the first's (docs/semantics.md, Slots and the
+// queue). When the store does not answer within turnTimeout, it passes it
+// to every subscription.
+func (h *hub) wake(w *jobWatch) {
+	h.mu.Lock()
+	var oldest *subscription
+	named := 0
+	for s := range w.waiters {
+		if s.waiter == "" {
+			s.notify()
+			continue
+		}
+		named++
+		if oldest == nil || s.seq < oldest.seq {
+			oldest = s
+		}
+	}
+	if oldest != nil {
+		oldest.notify()
+	}
+	h.mu.Unlock()
+	if named < 2 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), turnTimeout)
+	st, err := h.store.Status(ctx, w.job)
+	cancel()
+	var turn []string
+	if err == nil {
+		turn = turnOf(st)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range w.waiters {
+		if err != nil || slices.Contains(turn, s.waiter) {
+			s.notify()
+		}
+	}
+}
+
+// turnOf is the waiters whose turn it is in st: the first of its queue, as
+// many as slots are free.
+func turnOf(st *leasestore.JobStatus) []string {
+	free := max(st.Slots, 1) - len(st.Holders)
+	var turn []string
+	for _, w := range st.Queue {
+		if len(turn) >= free {
+			break
+		}
+		turn = append(turn, w.Worker)
+	}
+	return turn
 }
 
 // get returns the subscription id of owner, or nil.

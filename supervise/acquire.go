@@ -64,6 +64,13 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			s.leave(cfg, log)
 		}
 	}
+	// Only a store that can prove a run over once its supervisor is gone
+	// (leasestore.GroupNoter) answers differently after that exit; on the
+	// others, a release wakes the waiters whose turn it is, and a
+	// supervisor killed leaves its lease to expire. There, watching the
+	// exit would make every waiter of this host ask at once, each refused
+	// but the first, while the first starts its child.
+	provesGone := s.Store.NotesGroups()
 	var sub leasestore.Subscription
 	defer func() {
 		if sub != nil {
@@ -89,7 +96,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			// reply lost): like each ask, it is bounded by --safety.
 			sctx, cancel := context.WithTimeout(ctx, cfg.Safety)
 			var err error
-			sub, err = s.Store.Subscribe(sctx, cfg.Job)
+			sub, err = s.Store.Subscribe(sctx, cfg.Job, cfg.WorkerID)
 			cancel()
 			if err == nil {
 				released = sub.Released()
@@ -132,7 +139,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			default:
 				wake = held.ExpiresIn + waitMargin
 			}
-			if s.WatchExit != nil && held.Host == cfg.Host && held.PID > 0 {
+			if s.WatchExit != nil && held.Host == cfg.Host && held.PID > 0 && provesGone {
 				holderExited, stopWatch = s.WatchExit(held.PID)
 				if fired(holderExited) {
 					// Gone before the watch began: a wake-up now would

@@ -229,7 +229,7 @@ func (f *fakeStore) failSubscribes(errs ...error) {
 // wait for its context to end: a store whose answer never comes back.
 var errSubscribeUnanswered = errors.New("no answer")
 
-func (f *fakeStore) Subscribe(ctx context.Context, _ string) (leasestore.Subscription, error) {
+func (f *fakeStore) Subscribe(ctx context.Context, _, _ string) (leasestore.Subscription, error) {
 	f.mu.Lock()
 	f.subs++
 	var err error

@@ -46,9 +46,9 @@ type Supervisor struct {
 	OnWait func(*leasestore.HeldError)
 	// WatchExit, if set, watches a process of this host (see the function
 	// WatchExit): a --wait run whose job is held by a supervisor on its
-	// host tries again as soon as that supervisor exits, for a store that
+	// host tries again as soon as that supervisor exits, on a store that
 	// can then prove the run over (leasestore.GroupNoter) instead of
-	// waiting for its lease to expire.
+	// waiting for its lease to expire; on the other stores it is not used.
 	WatchExit func(pid int) (exited <-chan struct{}, stop func())
 	// Suspend, if set, stops the supervisor's own process group with sig
 	// when job control stopped the child (Ctrl-Z), so that the shell gets

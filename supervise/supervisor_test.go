@@ -373,15 +373,20 @@ func TestWaitRetriesWhenTheHoldersTTLRunsOut(t *testing.T) {
 }
 
 func TestWaitWakesWhenTheHoldersSupervisorOnThisHostExits(t *testing.T) {
-	// A holder on this host is watched: its supervisor's exit wakes the
-	// waiter at once, for a store that can then prove its run over. A
-	// holder elsewhere is waited for until its lease expires.
+	// A holder on this host is watched, on a store that can prove its run
+	// over once its supervisor is gone: that exit wakes the waiter at once.
+	// A holder elsewhere, or on a store that cannot (where the exit would
+	// wake every waiter of the host for nothing), is waited for until its
+	// lease expires or a release wakes the waiter.
 	for _, tc := range []struct {
-		host    string
-		watched bool
-	}{{"h1", true}, {"h2", false}} {
-		t.Run(tc.host, func(t *testing.T) {
+		name, host      string
+		proves, watched bool
+	}{{"here", "h1", true, true}, {"elsewhere", "h2", true, false}, {"cannot-prove", "h1", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.Wait = true })
+			if tc.proves {
+				h.storeAs = groupNoting
+			}
 			exited := make(chan struct{})
 			watches, stops := make(chan int, 1), make(chan struct{}, 1)
 			h.watchExit = func(pid int) (<-chan struct{}, func()) {
@@ -420,6 +425,7 @@ func TestWaitAsksAgainSoonWhenTheHoldersSupervisorIsAlreadyGone(t *testing.T) {
 	// waiter asks again after goneHolderRetry, then twice that, not after
 	// the lease's hour.
 	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.storeAs = groupNoting
 	h.watchExit = func(int) (<-chan struct{}, func()) { return closed(), func() {} }
 	gone := &leasestore.HeldError{Job: "nightly", Holder: "other", Host: "h1", PID: 99, ExpiresIn: time.Hour}
 	h.store.refuse(gone)
@@ -1248,6 +1254,13 @@ type groupNotingStore struct {
 type groupNote struct {
 	token int64
 	pgid  int
+}
+
+// groupNoting makes f a groupNotingStore whose notes all succeed at once.
+func groupNoting(f *fakeStore) leasestore.Driver {
+	proceed := make(chan struct{})
+	close(proceed)
+	return groupNotingStore{fakeStore: f, notes: make(chan groupNote, 1), proceed: proceed}
 }
 
 func (s groupNotingStore) NoteGroup(l *leasestore.Lease, pgid int) error {

@@ -32,7 +32,7 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 		rec := st.asRecord(at)
 		step, lease, refusal := rules.Acquire(rec, req, at)
 		if refusal != nil {
-			ops, _, err := s.writes(st, rec, step)
+			ops, _, err := s.writes(st, rec, step, at)
 			if err != nil {
 				return nil, s.unavailable("acquire", err)
 			}
@@ -79,7 +79,7 @@ func (s *Store) Acquire(ctx context.Context, req leasestore.AcquireRequest) (*le
 			return nil, err
 		}
 		st.rec.setLeases(u.Slot, pair)
-		ops, _, err := s.writes(st, rec, step)
+		ops, _, err := s.writes(st, rec, step, at)
 		if err != nil {
 			return nil, s.unavailable("acquire", err)
 		}

@@ -102,15 +102,18 @@ type watchRequest struct {
 
 type watchResponse struct {
 	Result *struct {
-		Header          header `json:"header"`
-		Created         bool   `json:"created"`
-		Canceled        bool   `json:"canceled"`
-		CompactRevision int64  `json:"compact_revision,string"`
-		Events          []struct {
-			Type   string    `json:"type"`
-			KV     keyValue  `json:"kv"`
-			PrevKV *keyValue `json:"prev_kv"`
-		} `json:"events"`
+		Header          header       `json:"header"`
+		Created         bool         `json:"created"`
+		Canceled        bool         `json:"canceled"`
+		CompactRevision int64        `json:"compact_revision,string"`
+		Events          []watchEvent `json:"events"`
 	} `json:"result"`
 	Error *etcdError `json:"error"`
+}
+
+// watchEvent is one change a watch reports.
+type watchEvent struct {
+	Type   string    `json:"type"`
+	KV     keyValue  `json:"kv"`
+	PrevKV *keyValue `json:"prev_kv"`
 }

@@ -18,8 +18,9 @@ func TestEtcdTransactionFindsItsOwnCommittedCopy(t *testing.T) {
 	ctx := call(t, storetest.HangGuard)
 	transaction := func(st *jobState, reason string) []requestOp {
 		t.Helper()
-		rec := st.asRecord(now())
-		ops, _, err := s.writes(st, rec, rules.Quarantine(rec, leasestore.Note{By: "alice", Reason: reason}, now()))
+		at := now()
+		rec := st.asRecord(at)
+		ops, _, err := s.writes(st, rec, rules.Quarantine(rec, leasestore.Note{By: "alice", Reason: reason}, at), at)
 		if err != nil {
 			t.Fatal(err)
 		}

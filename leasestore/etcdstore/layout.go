@@ -89,8 +89,12 @@ type record struct {
 	SlotLeases []leasePair `json:"slot_leases,omitempty"`
 	// Wakes counts the transitions that woke the job's waiters (a release,
 	// a waiter leaving while a slot is free): Subscribe wakes a waiter when
-	// it changes (watch.go).
-	Wakes int64 `json:"wakes,omitempty"`
+	// it changes (watch.go), and Turn is the waiters whose turn it was at
+	// the last one (rules.Record.Turn; written, empty too, with every
+	// wake-up): a subscription made for a waiter not in it sleeps on. A
+	// leasectl older than Turn moves Wakes without it, and wakes everyone.
+	Wakes int64     `json:"wakes,omitempty"`
+	Turn  *[]string `json:"turn,omitempty"`
 }
 
 // leasePair is the etcd leases of one slot's liveness and evidence.

@@ -82,9 +82,10 @@ func lasts(at time.Time, ttl time.Duration) time.Time {
 // its liveness and evidence deleted, and for each run they asked to stop
 // its evidence rewritten on its etcd lease. A run the rules granted is
 // Acquire's to write (it needs etcd leases), and one they renewed Renew's
-// (a keep-alive). It updates st.rec, and returns the record as written,
-// nil when unchanged.
-func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requestOp, []byte, error) {
+// (a keep-alive). at is the transition's time, at which a wake-up names
+// the waiters whose turn it is. It updates st.rec, and returns the record
+// as written, nil when unchanged.
+func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step, at time.Time) ([]requestOp, []byte, error) {
 	r := st.rec
 	before := r.Record // the rules replace what they change, never write through a pointer
 	hadQuarantine := r.Quarantine
@@ -93,8 +94,14 @@ func (s *Store) writes(st *jobState, rec *rules.Record, step rules.Step) ([]requ
 	for _, e := range step.Events {
 		r.event(e.At, e)
 	}
+	r.Turn = nil
 	if step.Wake {
 		r.Wakes++
+		turn := rec.Turn(at)
+		if turn == nil {
+			turn = []string{}
+		}
+		r.Turn = &turn
 	}
 	var ops []requestOp
 	for _, ss := range st.slots {
@@ -152,7 +159,7 @@ func (s *Store) apply(st *jobState, transition func(r *rules.Record, at time.Tim
 	at := now()
 	rec := st.asRecord(at)
 	step, refusal := transition(rec, at)
-	ops, _, err := s.writes(st, rec, step)
+	ops, _, err := s.writes(st, rec, step, at)
 	if err != nil {
 		return nil, err
 	}

@@ -239,7 +239,7 @@ func (s *Store) countCrashesOf(ctx context.Context, states []*jobState) ([]lease
 			}
 			rec := st.asRecord(at)
 			step, c := rules.Reap(rec, at)
-			writes, _, err := s.writes(st, rec, step)
+			writes, _, err := s.writes(st, rec, step, at)
 			if err != nil {
 				return nil, s.unavailable("scan", err)
 			}

@@ -162,7 +162,7 @@ func TestEtcdWaiterLeavingWakesTheNext(t *testing.T) {
 	}
 	storetest.Release(t, s, a, leasestore.ResultCompleted)
 	// Subscribed after the release: only what follows wakes it.
-	sub, err := openEtcd(t, c.URL(), ns).Subscribe(storetest.Ctx(t), "job")
+	sub, err := openEtcd(t, c.URL(), ns).Subscribe(storetest.Ctx(t), "job", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestEtcdSubscribeMovesOnFromASilentMember(t *testing.T) {
 	s := openEtcd(t, c.URL(), ns)
 	a := storetest.Acquire(t, s, slotRequest("job", "a", 1, false))
 
-	sub, err := openEtcd(t, "etcd://"+p.Addr()+","+c.Endpoints(), ns).Subscribe(storetest.Ctx(t), "job")
+	sub, err := openEtcd(t, "etcd://"+p.Addr()+","+c.Endpoints(), ns).Subscribe(storetest.Ctx(t), "job", "")
 	if err != nil {
 		t.Fatalf("Subscribe with the first member silent: %v", err)
 	}
@@ -242,7 +242,7 @@ func TestEtcdSubscribeMovesOnFromASilentMember(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		sub, err := openEtcd(t, "etcd://"+p.Addr(), ns).Subscribe(context.Background(), "job")
+		sub, err := openEtcd(t, "etcd://"+p.Addr(), ns).Subscribe(context.Background(), "job", "")
 		if err == nil {
 			sub.Close()
 		}

@@ -62,7 +62,7 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{MinTTL: minTTL, CommonHistoryWords: true, CoarseExpiry: true}
+	return storetest.Abilities{MinTTL: minTTL, CommonHistoryWords: true, CoarseExpiry: true, WakesInTurn: true}
 }
 
 func TestConformance(t *testing.T) {
@@ -127,7 +127,7 @@ func TestEtcdAuth(t *testing.T) {
 		if _, err := s.Leases(call(t, storetest.HangGuard)); err != nil {
 			t.Fatalf("Leases: %v", err)
 		}
-		sub, err := s.Subscribe(call(t, storetest.HangGuard), "job")
+		sub, err := s.Subscribe(call(t, storetest.HangGuard), "job", "")
 		if err != nil {
 			t.Fatalf("Subscribe: %v", err)
 		}
@@ -389,7 +389,7 @@ func TestEtcdSubscriptionSurvivesRestarts(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Stop() })
 	s := openEtcd(t, c.URL(), "ns")
-	sub, err := s.Subscribe(call(t, storetest.HangGuard), "job")
+	sub, err := s.Subscribe(call(t, storetest.HangGuard), "job", "")
 	if err != nil {
 		t.Fatal(err)
 	}

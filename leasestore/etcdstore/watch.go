@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,9 +38,15 @@ const watchConfirmBound = time.Second
 // revision is delivered. A stream that breaks is opened again from
 // the revision after the last one it reported, so nothing in between is
 // lost (unlike pub/sub), and the waiter is woken once in case it was.
-func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
+//
+// A subscription made for a waiter wakes it only in its turn: a record
+// whose wake-ups moved names the waiters whose turn it is (record.Turn),
+// and a deletion is taken for a wake-up of its own only when no such
+// record comes with it, in the same revision, within turnGrace: a lease
+// that expired, or a leasectl older than Turn.
+func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.Subscription, error) {
 	wctx, cancel := context.WithCancel(context.Background())
-	sub := &subscription{s: s, job: job, released: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	sub := &subscription{s: s, job: job, waiter: waiter, released: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	created := make(chan error, 1)
 	go sub.run(wctx, created)
 	select {
@@ -57,14 +64,25 @@ func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscript
 	}
 }
 
+// turnGrace is how long a waiter's subscription waits, after a deletion,
+// for the record of the same revision that says whose turn it is: etcd
+// sends each of a stream's watches its own message, one right after the
+// other. Past it the deletion wakes the waiter (a lease expired).
+const turnGrace = 10 * time.Millisecond
+
 // subscription turns the deletions a watch reports into coalesced
 // wake-ups.
 type subscription struct {
 	s        *Store
 	job      string
+	waiter   string // "": every wake-up
 	released chan struct{}
 	cancel   context.CancelFunc
 	done     chan struct{}
+
+	mu       sync.Mutex
+	decided  int64 // the last revision whose record said whose turn it was
+	deferred int64 // the revision of a deletion waiting for that record
 }
 
 // run watches until the subscription is closed, reporting on created the
@@ -162,31 +180,61 @@ func (w *subscription) watch(ctx context.Context, start int64, created func()) (
 			}
 			continue
 		}
-		woken := false
 		for _, e := range r.Events {
 			last = max(last, e.KV.ModRevision)
-			woken = woken || e.Type == "DELETE" || wakesMoved(e.PrevKV, &e.KV)
-		}
-		if woken {
-			w.wake()
+			w.event(e)
 		}
 	}
 }
 
-// wakesMoved reports whether a write of the job's record, from prev (nil:
-// none) to kv, moved its count of wake-ups: other writes (a waiter joining
-// the queue, a grant) wake nobody.
-func wakesMoved(prev, kv *keyValue) bool {
-	wakes := func(kv *keyValue) int64 {
-		var r struct {
-			Wakes int64 `json:"wakes"`
+// event handles one watched change: a deletion, or a write of the job's
+// record.
+func (w *subscription) event(e watchEvent) {
+	if e.Type != "DELETE" {
+		prev, now := wakesOf(e.PrevKV), wakesOf(&e.KV)
+		if prev.Wakes == now.Wakes {
+			return // a waiter joining the queue, a grant: nobody's turn came
 		}
-		if kv != nil {
-			_ = json.Unmarshal(kv.Value, &r)
+		if w.waiter == "" || now.Turn == nil || slices.Contains(*now.Turn, w.waiter) {
+			w.wake()
 		}
-		return r.Wakes
+		w.mu.Lock()
+		w.decided = e.KV.ModRevision
+		w.mu.Unlock()
+		return
 	}
-	return wakes(prev) != wakes(kv)
+	if w.waiter == "" {
+		w.wake()
+		return
+	}
+	rev := e.KV.ModRevision
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.decided == rev || w.deferred == rev {
+		return
+	}
+	w.deferred = rev
+	time.AfterFunc(turnGrace, func() {
+		w.mu.Lock()
+		undecided := w.decided != rev
+		w.mu.Unlock()
+		if undecided {
+			w.wake()
+		}
+	})
+}
+
+// wakesOf reads the count of wake-ups of a record and the waiters whose
+// turn it was at the last (nil kv: none; a nil Turn: written by a
+// leasectl older than it, which wakes every waiter).
+func wakesOf(kv *keyValue) (r struct {
+	Wakes int64     `json:"wakes"`
+	Turn  *[]string `json:"turn"`
+}) {
+	if kv != nil {
+		_ = json.Unmarshal(kv.Value, &r)
+	}
+	return r
 }
 
 func (w *subscription) wake() {

@@ -52,7 +52,7 @@ func poke(path string) {
 // Subscribe starts delivering job's release notifications. It returns once
 // the watch is in place, so every release after it is delivered. The
 // subscription lasts until Close; ctx bounds only this call.
-func (e *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
+func (e *Store) Subscribe(ctx context.Context, job, _ string) (leasestore.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &leasestore.UnavailableError{Op: "subscribe", Err: err}
 	}

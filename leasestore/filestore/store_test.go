@@ -129,7 +129,7 @@ func TestEmbeddedPermissions(t *testing.T) {
 				}
 			}
 			e := openEmbedded(t, dir)
-			sub, err := e.Subscribe(storetest.Ctx(t), "job")
+			sub, err := e.Subscribe(storetest.Ctx(t), "job", "")
 			if err != nil {
 				t.Fatalf("Subscribe: %v", err)
 			}
@@ -451,7 +451,7 @@ func TestEmbeddedHelperProcess(t *testing.T) {
 func TestEmbeddedWakeLatency(t *testing.T) {
 	dir := t.TempDir()
 	waiter, holder := openEmbedded(t, dir), openEmbedded(t, dir)
-	sub, err := waiter.Subscribe(storetest.Ctx(t), "job")
+	sub, err := waiter.Subscribe(storetest.Ctx(t), "job", "")
 	if err != nil {
 		t.Fatal(err)
 	}

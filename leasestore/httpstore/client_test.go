@@ -285,7 +285,7 @@ func TestSubscriptionAcrossARegistryRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	sub, err := s.Subscribe(storetest.Ctx(t), "job")
+	sub, err := s.Subscribe(storetest.Ctx(t), "job", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,5 +501,60 @@ func refusing(t *testing.T, field, ok string, with, without *atomic.Int32) http.
 		}
 		without.Add(1)
 		_, _ = w.Write([]byte(ok))
+	}
+}
+
+// A registry older than waking waiters in turn refuses a subscription's
+// worker_id as an unknown field, subscribing nothing: Subscribe asks again
+// without it, and leaves it out from then on, also when the subscription
+// is made again because a registry restarted as an older one lost it. Its
+// waiter is then woken by every release of the job, as before.
+func TestSubscribeToARegistryWithoutWaiters(t *testing.T) {
+	var older atomic.Bool
+	var withID, without, waits atomic.Int32
+	s := olderRegistry(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == api.PathSubscribe:
+			var body api.SubscribeRequest
+			if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+				t.Errorf("subscribe body: %v", err)
+			}
+			if body.WorkerID == "" {
+				without.Add(1)
+			} else if withID.Add(1); older.Load() {
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"error":{"code":"invalid_request","message":"invalid worker_id: no such field","field":"worker_id"}}`))
+				return
+			}
+			_, _ = w.Write([]byte(`{"subscription_id":"s","job_id":"job"}`))
+		case r.Method == http.MethodGet && waits.Add(1) == 1:
+			// The registry restarts as an older one, which lost the
+			// subscription.
+			older.Store(true)
+			w.WriteHeader(http.StatusNotFound)
+			_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: api.Errorf(api.CodeSubscriptionNotFound, "no such subscription")})
+		case r.Method == http.MethodGet:
+			<-r.Context().Done()
+		}
+	})
+	sub, err := s.Subscribe(storetest.Ctx(t), "job", "w")
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	defer sub.Close()
+	select {
+	case <-sub.Released():
+	case <-time.After(storetest.HangGuard):
+		t.Fatalf("the subscription made again after the registry lost it did not wake its waiter within %s", storetest.HangGuard)
+	}
+	second, err := s.Subscribe(storetest.Ctx(t), "job", "v")
+	if err != nil {
+		t.Fatalf("a second Subscribe: %v", err)
+	}
+	defer second.Close()
+	if withID.Load() != 2 || without.Load() != 2 {
+		t.Errorf("%d subscribes with worker_id and %d without, want 2 with (accepted, then refused by the older registry) and then 2 without",
+			withID.Load(), without.Load())
 	}
 }

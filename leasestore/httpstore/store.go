@@ -35,6 +35,9 @@ type Store struct {
 	// noExpect is set once the registry refused an acquire's expectation
 	// (a registry older than it).
 	noExpect atomic.Bool
+	// noWorkerID is set once the registry refused a subscription's waiter
+	// (a registry older than waking waiters in turn).
+	noWorkerID atomic.Bool
 	// copied follows the runs whose acquire went to more than one
 	// registry: a copy may still land.
 	copied *failover.Copies

@@ -54,7 +54,7 @@ func (embeddedHarness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (embeddedHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true}
+	return storetest.Abilities{CommonHistoryWords: true, WakesInTurn: true}
 }
 
 // redisHarness puts each test's registry in front of the shared Redis, in a
@@ -80,7 +80,7 @@ func (h redisHarness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (redisHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true}
+	return storetest.Abilities{CommonHistoryWords: true, WakesInTurn: true}
 }
 
 func TestConformanceEmbedded(t *testing.T) { storetest.Run(t, embeddedHarness{}) }

@@ -27,24 +27,43 @@ const (
 	closeTimeout = 2 * time.Second
 )
 
-// Subscribe makes a subscription in the registry and returns once it is in
-// place there (the registry's store subscription included), so that no
-// later release is missed; see leasestore.Store. A goroutine then waits
-// for releases with long-polls until Close.
-func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
-	id, err := s.subscribe(ctx, job)
+// Subscribe makes a subscription in the registry for waiter and returns
+// once it is in place there (the registry's store subscription included),
+// so that no later release is missed; see leasestore.Store. A goroutine
+// then waits for releases with long-polls until Close.
+func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.Subscription, error) {
+	id, err := s.subscribe(ctx, job, waiter)
 	if err != nil {
 		return nil, err
 	}
 	pctx, cancel := context.WithCancel(context.Background())
-	sub := &subscription{store: s, job: job, id: id, released: make(chan struct{}, 1), ctx: pctx, cancel: cancel, done: make(chan struct{})}
+	sub := &subscription{store: s, job: job, waiter: waiter, id: id, released: make(chan struct{}, 1), ctx: pctx, cancel: cancel, done: make(chan struct{})}
 	go sub.poll()
 	return sub, nil
 }
 
-func (s *Store) subscribe(ctx context.Context, job string) (string, error) {
+// subscribe makes a subscription in the registry for waiter and returns its
+// ID. A registry older than waking waiters in turn refuses the unknown
+// worker_id field without subscribing; subscribe then asks again without
+// it, and leaves it out from then on: the waiter is woken by every release
+// of the job, as it was before.
+func (s *Store) subscribe(ctx context.Context, job, waiter string) (string, error) {
+	if s.noWorkerID.Load() {
+		waiter = ""
+	}
+	id, err := s.subscribeAs(ctx, job, waiter)
+	var re *leasestore.RequestError
+	if waiter != "" && errors.As(err, &re) && re.Field == "worker_id" {
+		s.noWorkerID.Store(true)
+		id, err = s.subscribeAs(ctx, job, "")
+	}
+	return id, err
+}
+
+// subscribeAs sends one subscribe request, for waiter ("": the job).
+func (s *Store) subscribeAs(ctx context.Context, job, waiter string) (string, error) {
 	var r api.Subscription
-	err := s.do(ctx, call{op: "subscribe", method: http.MethodPost, path: api.PathSubscribe, body: api.SubscribeRequest{JobID: job}}, &r)
+	err := s.do(ctx, call{op: "subscribe", method: http.MethodPost, path: api.PathSubscribe, body: api.SubscribeRequest{JobID: job, WorkerID: waiter}}, &r)
 	return r.SubscriptionID, err
 }
 
@@ -52,6 +71,7 @@ func (s *Store) subscribe(ctx context.Context, job string) (string, error) {
 type subscription struct {
 	store    *Store
 	job      string
+	waiter   string
 	released chan struct{}
 	ctx      context.Context // ends with Close
 	cancel   context.CancelFunc
@@ -138,7 +158,7 @@ func (sub *subscription) resubscribe() bool {
 	backoff := minBackoff
 	for {
 		ctx, cancel := context.WithTimeout(sub.ctx, pollMargin)
-		id, err := sub.store.subscribe(ctx, sub.job)
+		id, err := sub.store.subscribe(ctx, sub.job, sub.waiter)
 		cancel()
 		if err == nil {
 			sub.mu.Lock()

@@ -72,7 +72,7 @@ func TestRestartDuringALeaseKeepsIt(t *testing.T) {
 	s := openPG(t, srv.URL, "ns")
 	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
 	waiter := openPG(t, srv.URL, "ns")
-	sub, err := waiter.Subscribe(pgCall(t, storetest.HangGuard), "job")
+	sub, err := waiter.Subscribe(pgCall(t, storetest.HangGuard), "job", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestTerminatedBackendsReconnect(t *testing.T) {
 	s := openPG(t, url, ns)
 	l := storetest.Acquire(t, s, storetest.Request("job", "w1", storetest.LongTTL))
 	waiter := openPG(t, url, ns)
-	sub, err := waiter.Subscribe(pgCall(t, storetest.HangGuard), "job")
+	sub, err := waiter.Subscribe(pgCall(t, storetest.HangGuard), "job", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	}
 	// A subscription's LISTEN goes through, and is useless there; it must
 	// not fail nor hang the waiter, who also wakes at the holder's expiry.
-	sub, err := s.Subscribe(pgCall(t, storetest.HangGuard), "job")
+	sub, err := s.Subscribe(pgCall(t, storetest.HangGuard), "job", "")
 	if err != nil {
 		t.Fatalf("Subscribe through PgBouncer: %v", err)
 	}

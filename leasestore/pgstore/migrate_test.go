@@ -234,3 +234,19 @@ func TestMigrationFromVersion1(t *testing.T) {
 		check(t, openPG(t, srv.URL, v1Namespace), v1)
 	})
 }
+
+// TestMigrationFromVersion6: version 7 changes the functions alone, and
+// drops version 6's _refused, whose arguments changed, so that no function
+// of version 6 is left beside version 7's.
+func TestMigrationFromVersion6(t *testing.T) {
+	srv := testPG.Get(t)
+	ns := freshNamespace()
+	migrated(t, srv, ns)
+	execSQL(t, srv, fmt.Sprintf(`CREATE FUNCTION %[1]s._refused(p_job text, p_holder text, p_answer json) RETURNS json
+		LANGUAGE sql AS $$ SELECT p_answer $$;
+		UPDATE %[1]s.meta SET version = 6`, quoteIdent(ns)))
+	if _, from, to, err := openPG(t, srv.URL, ns).Migrate(pgCall(t, storetest.HangGuard)); err != nil || from != 6 || to != schemaVersion {
+		t.Fatalf("Migrate = %d, %d, %v; want from 6 to %d", from, to, err, schemaVersion)
+	}
+	wantCurrentSchema(t, srv, ns)
+}

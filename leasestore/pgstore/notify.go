@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -14,10 +15,12 @@ import (
 )
 
 // Release notifications travel by LISTEN/NOTIFY: the functions that free a
-// job (release, a counted crash, unquarantine) call pg_notify on the job's
-// channel, which PostgreSQL delivers when their transaction commits, to
-// every session listening on it then. A subscription is one connection of
-// its own, listening on one channel.
+// job (release, a counted crash, unquarantine, a waiter leaving) call
+// pg_notify on the job's channel, and on the channel of each waiter whose
+// turn it is (lib.sql, _wake_waiters), which PostgreSQL delivers when their
+// transaction commits, to every session listening on it then. A
+// subscription is one connection of its own, listening on one channel: its
+// waiter's, so that a release does not wake the waiters behind the first.
 //
 // Delivery is best effort. Notifications sent while the subscription's
 // connection is down are lost, so after it reconnects it wakes its waiter
@@ -38,17 +41,33 @@ const (
 // channel is job's LISTEN/NOTIFY channel in namespace: an identifier of
 // PostgreSQL's length, as lib.sql's _channel makes it.
 func channel(namespace, job string) string {
-	sum := md5.Sum([]byte(namespace + "\n" + job))
+	return hashedChannel(namespace + "\n" + job)
+}
+
+// waiterChannel is the channel of waiter of job in namespace, as lib.sql's
+// _waiter_channel makes it.
+func waiterChannel(namespace, job, waiter string) string {
+	return hashedChannel(namespace + "\n" + job + "\n" + waiter)
+}
+
+// hashedChannel is the channel named by the MD5 of name.
+func hashedChannel(name string) string {
+	sum := md5.Sum([]byte(name))
 	return "leasectl_" + hex.EncodeToString(sum[:])
 }
 
-// Subscribe starts delivering job's release notifications. It returns once
-// the server confirmed the LISTEN, so that every release committed after it
-// is delivered. ctx bounds only this call.
-func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
+// Subscribe starts delivering job's notifications to waiter (with waiter
+// "", every notification of the job). It returns once the server confirmed
+// the LISTEN, so that every one committed after it is delivered. ctx
+// bounds only this call.
+func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.Subscription, error) {
+	listen := "LISTEN " + quoteIdent(channel(s.ns, job))
+	if waiter != "" {
+		listen = s.listenInTurn(job, waiter)
+	}
 	sub := &subscription{released: make(chan struct{}, 1)}
 	l, err := s.listen(ctx, &listener{
-		listen:   "LISTEN " + quoteIdent(channel(s.ns, job)),
+		listen:   listen,
 		notified: func(*pgconn.Notification) { sub.wake() },
 		// What was sent while the connection was down is lost: the waiter
 		// looks for itself.
@@ -63,6 +82,21 @@ func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscript
 	}
 	sub.l = l
 	return sub, nil
+}
+
+// listenInTurn is the statement that listens for waiter's turn: on its own
+// channel where the schema is at this leasectl's version, whose functions
+// wake waiters in their turn (lib.sql, _wake_waiters), else on the job's
+// channel, which every version's functions notify: on a schema that an
+// older leasectl made (until this one migrates it), and whatever else keeps
+// the version check from answering. The version is _check_version's, which
+// every migration makes again with its functions, so that the channel
+// follows the functions installed. One statement, run on every connection,
+// so that the choice costs no round trip.
+func (s *Store) listenInTurn(job, waiter string) string {
+	return fmt.Sprintf("DO $leasectl$ BEGIN PERFORM %s._check_version(%d); LISTEN %s; "+
+		"EXCEPTION WHEN OTHERS THEN LISTEN %s; END $leasectl$",
+		quoteIdent(schemaName(s.ns)), schemaVersion, quoteIdent(waiterChannel(s.ns, job, waiter)), quoteIdent(channel(s.ns, job)))
 }
 
 // subscription turns the notifications of one channel into coalesced

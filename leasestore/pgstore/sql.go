@@ -28,6 +28,8 @@ var (
 	tablesV5SQL string
 	//go:embed sql/tables_v6.sql
 	tablesV6SQL string
+	//go:embed sql/tables_v7.sql
+	tablesV7SQL string
 	//go:embed sql/notices.sql
 	noticesSQL string
 	//go:embed sql/lib.sql
@@ -77,8 +79,9 @@ var (
 // jobs' expectations, with an index by due time (sql/tables_v4.sql);
 // version 5 runs per slot and the queue of waiters (sql/tables_v5.sql);
 // version 6 the notices a reaper sends (sql/tables_v6.sql, a table of its
-// own).
-const schemaVersion = 6
+// own); version 7 waiters woken in their turn, each on a channel of its
+// own (sql/tables_v7.sql: the functions alone).
+const schemaVersion = 7
 
 // tableSteps are the SQL that takes the tables from one version to the
 // next: tableSteps()[i] from version i to i+1. A step only ever adds to
@@ -86,7 +89,7 @@ const schemaVersion = 6
 // from the job to the job and slot, every run kept in slot 0); it may drop
 // the previous version's functions, which every migration makes again.
 func tableSteps() []string {
-	return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL, tablesV4SQL, tablesV5SQL, tablesV6SQL}
+	return []string{tablesV1SQL, tablesV2SQL, tablesV3SQL, tablesV4SQL, tablesV5SQL, tablesV6SQL, tablesV7SQL}
 }
 
 // functions are the SQL of the current version's functions. Every

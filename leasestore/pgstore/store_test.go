@@ -77,7 +77,7 @@ func (h harness) NewStore(t testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true}
+	return storetest.Abilities{CommonHistoryWords: true, WakesInTurn: true}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{testPG.Get(t)}) }
@@ -114,12 +114,19 @@ func migrated(t testing.TB, srv *pgtest.Server, namespace string) {
 func itoa(n int) string { return fmt.Sprint(n) }
 
 // wantCurrentSchema checks that namespace's meta table on srv holds one
-// row, at this leasectl's schema version.
+// row, at this leasectl's schema version, and that no function is there
+// twice (an earlier version's, with other arguments, left beside this
+// one's).
 func wantCurrentSchema(t *testing.T, srv *pgtest.Server, namespace string) {
 	t.Helper()
 	rows, err := srv.Query("SELECT version FROM " + quoteIdent(namespace) + ".meta")
 	if err != nil || len(rows) != 1 || rows[0][0] != itoa(schemaVersion) {
 		t.Errorf("meta: %q, %v; want one row at version %d", rows, err, schemaVersion)
+	}
+	rows, err = srv.Query("SELECT proname FROM pg_proc WHERE pronamespace = " + quoteLiteral(quoteIdent(namespace)) +
+		"::regnamespace GROUP BY proname HAVING count(*) > 1")
+	if err != nil || len(rows) != 0 {
+		t.Errorf("functions there more than once: %q, %v; want none", rows, err)
 	}
 }
 

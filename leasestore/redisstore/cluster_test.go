@@ -36,7 +36,7 @@ func (h clusterHarness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (clusterHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true}
+	return storetest.Abilities{CommonHistoryWords: true, WakesInTurn: true}
 }
 
 // startCluster starts a Redis Cluster stopped when the test ends.

@@ -77,6 +77,13 @@ func (s *Store) channel(job string) string {
 	return s.shardPrefix(shardOf(job)) + job + ":n"
 }
 
+// waiterChannel is the channel on which waiter of job is woken in its turn
+// (lua/runs.lua, wake_waiters): '#' is in no job ID, so it is no job's
+// channel.
+func (s *Store) waiterChannel(job, waiter string) string {
+	return s.channel(job) + "#" + waiter
+}
+
 // heartbeatChannel is shard's token feed heartbeat channel (lua/sync.lua).
 func (s *Store) heartbeatChannel(shard int) string {
 	return s.shardPrefix(shard) + "hb"

@@ -100,11 +100,11 @@ var (
 )
 
 // newScript returns the script made of the shared helpers (lib.lua, then
-// the runs and the queue of a job: runs.lua, queue.lua) and body, built
+// the queue and the runs of a job: queue.lua, runs.lua) and body, built
 // (and its SHA1 computed) once, on first use.
 func newScript(body string) func() *redis.Script {
 	return sync.OnceValue(func() *redis.Script {
-		src := fmt.Sprintf("local HISTORY_LIMIT = %d\n", leasestore.HistoryLimit) + luaLib + luaRuns + luaQueue + body
+		src := fmt.Sprintf("local HISTORY_LIMIT = %d\n", leasestore.HistoryLimit) + luaLib + luaQueue + luaRuns + body
 		sc := redis.NewScript(src)
 		sources.Store(sc.Hash(), src)
 		return sc

@@ -34,7 +34,7 @@ func (h sentinelHarness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (sentinelHarness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true}
+	return storetest.Abilities{CommonHistoryWords: true, WakesInTurn: true}
 }
 
 // startSentinel starts a primary, its replicas and three sentinels, stopped

@@ -436,16 +436,28 @@ func (s *Store) Quarantined(ctx context.Context) ([]leasestore.Quarantine, error
 	return list, nil
 }
 
-// Subscribe starts delivering job's release notifications; it returns once
-// Redis confirmed the subscription, so no later release is missed.
-func (s *Store) Subscribe(ctx context.Context, job string) (leasestore.Subscription, error) {
-	ps := s.rdb.Subscribe(ctx, s.channel(job))
+// Subscribe starts delivering job's notifications to waiter; it returns
+// once Redis confirmed the subscription, so no later one is missed. A
+// waiter listens on a channel of its own, which the scripts publish on
+// only when its turn may have come (lua/runs.lua, wake_waiters): a release
+// does not wake the waiters behind it. With waiter "", the job's channel.
+// What is published while its connection is down is lost: once go-redis
+// has subscribed again, the waiter is woken once (forward).
+func (s *Store) Subscribe(ctx context.Context, job, waiter string) (leasestore.Subscription, error) {
+	if err := noNUL(waiter); err != nil {
+		return nil, err
+	}
+	channel := s.channel(job)
+	if waiter != "" {
+		channel = s.waiterChannel(job, waiter)
+	}
+	ps := s.rdb.Subscribe(ctx, channel)
 	if _, err := ps.Receive(ctx); err != nil {
 		ps.Close()
 		return nil, s.unavailable("subscribe", err)
 	}
 	sub := &redisSubscription{ps: ps, released: make(chan struct{}, 1)}
-	go sub.forward(ps.Channel())
+	go sub.forward(ps.ChannelWithSubscriptions())
 	return sub, nil
 }
 
@@ -457,10 +469,22 @@ type redisSubscription struct {
 
 // forward runs until the subscription is closed. Grants ('g' and the token)
 // share the channel for token feeds and wake nobody: a new holder is no
-// reason to try again.
-func (s *redisSubscription) forward(msgs <-chan *redis.Message) {
-	for m := range msgs {
-		if strings.HasPrefix(m.Payload, grantPrefix) {
+// reason to try again. Redis confirming the subscription again (go-redis
+// subscribed anew after a lost connection; what was published meanwhile
+// is lost) wakes the waiter, which looks for itself, as on the other
+// stores; the first confirmation is Subscribe's.
+func (s *redisSubscription) forward(msgs <-chan any) {
+	for msg := range msgs {
+		switch m := msg.(type) {
+		case *redis.Message:
+			if strings.HasPrefix(m.Payload, grantPrefix) {
+				continue
+			}
+		case *redis.Subscription:
+			if m.Kind != "subscribe" {
+				continue
+			}
+		default:
 			continue
 		}
 		select {

@@ -73,7 +73,7 @@ func (h harness) NewStore(testing.TB) storetest.Fixture {
 }
 
 func (harness) Abilities() storetest.Abilities {
-	return storetest.Abilities{CommonHistoryWords: true}
+	return storetest.Abilities{CommonHistoryWords: true, WakesInTurn: true}
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, harness{testRedis.Get(t)}) }
@@ -215,7 +215,7 @@ func scan(ctx context.Context, s *Store) error {
 }
 
 func subscribe(ctx context.Context, s *Store) error {
-	sub, err := s.Subscribe(ctx, "job")
+	sub, err := s.Subscribe(ctx, "job", "")
 	if err == nil {
 		sub.Close()
 	}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -57,7 +58,7 @@ func TestRedisTokenFeedReadsOnAnEmptyPayload(t *testing.T) {
 // Waiters share the job's channel with token feeds but are not woken by a
 // grant: a new holder is no reason to try again.
 func TestRedisSubscriptionIgnoresGrants(t *testing.T) {
-	msgs := make(chan *redis.Message, 3)
+	msgs := make(chan any, 3)
 	sub := &redisSubscription{released: make(chan struct{}, 1)}
 	msgs <- &redis.Message{Payload: grantPrefix + "1767225600000000"}
 	close(msgs)
@@ -68,7 +69,7 @@ func TestRedisSubscriptionIgnoresGrants(t *testing.T) {
 	default:
 	}
 	for _, payload := range []string{endPrefix + "1767225600000000", unquarantinePayload, ""} {
-		msgs := make(chan *redis.Message, 1)
+		msgs := make(chan any, 1)
 		msgs <- &redis.Message{Payload: payload}
 		close(msgs)
 		sub.forward(msgs)
@@ -77,5 +78,26 @@ func TestRedisSubscriptionIgnoresGrants(t *testing.T) {
 		default:
 			t.Errorf("payload %q did not wake the waiter", payload)
 		}
+	}
+}
+
+// A killed pub/sub connection loses what was published meanwhile: once
+// go-redis has subscribed again, the waiter is woken to look for itself,
+// as on the other stores, so that a release during a failover costs no
+// heartbeat.
+func TestRedisSubscriptionWakesAfterALostConnection(t *testing.T) {
+	srv := ownRedis(t)
+	sub, err := openRedis(t, srv.URL, "ns").Subscribe(storetest.Ctx(t), "job", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := srv.Do("CLIENT", "KILL", "TYPE", "pubsub"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.Released():
+	case <-time.After(storetest.HangGuard):
+		t.Fatalf("the waiter was not woken within %s of its subscription's lost connection", storetest.HangGuard)
 	}
 }

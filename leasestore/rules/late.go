@@ -13,13 +13,14 @@ import (
 // its absence did (docs/semantics.md, RecordLate): while the run's evidence
 // is there it is Release; once the run's crash was counted, it withdraws
 // that crash from the consecutive crashes and lifts the quarantine leasectl
-// made with it. With Token 0, the holder gave up on its grant, and its
-// Acquire is refused from now on.
+// made with it. With Token 0, the holder gave up on its grant: its Acquire
+// is refused from now on, and it leaves the queue, waking the waiters
+// while a slot is free, as Leave does.
 func RecordLate(r *Record, history []leasestore.Event, late leasestore.LateOutcome, now time.Time) (Step, leasestore.Correction) {
 	var s Step
 	if late.Token == 0 {
 		r.Abandoned = late.Holder
-		r.unqueue(late.Holder)
+		r.leave(&s, late.Holder, now)
 	}
 	if u := r.lateRun(late, now); u != nil {
 		r.end(&s, now, u, late.Outcome)

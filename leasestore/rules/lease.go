@@ -18,12 +18,13 @@ import (
 // or promised to earlier waiters (a waiting request joins the queue),
 // deadline, minimum interval. A refusal may still have changed r (a crash
 // counted, the queue). A refusal other than *HeldError takes the holder
-// out of the queue: it will not wait for this job.
+// out of the queue: it will not wait for this job, and while a slot is
+// free the waiters behind it are woken, as when a waiter leaves.
 func Acquire(r *Record, req leasestore.AcquireRequest, now time.Time) (Step, *leasestore.Lease, error) {
 	var s Step
 	lease, err := r.acquire(&s, req, now)
 	if err != nil && !errors.As(err, new(*leasestore.HeldError)) {
-		r.unqueue(req.Holder)
+		r.leave(&s, req.Holder, now)
 	}
 	return s, lease, err
 }

@@ -38,8 +38,8 @@ func (r *Record) ahead(holder string) int {
 // wait puts req's holder in the queue at now, at the tail, or, once its
 // place has at most half its TTL left, keeps it alive for another TTL, and
 // returns its position, from 1. With more left its place stands as it is:
-// a release wakes every waiter, and each asking again would otherwise be a
-// write of the job's record, one per waiter per release.
+// every waiter asks once per heartbeat, and each ask would otherwise be a
+// write of the job's record, one per waiter per heartbeat.
 func (r *Record) wait(req leasestore.AcquireRequest, now time.Time) int {
 	until := expiry(now, req.TTL)
 	if i := r.ahead(req.Holder); i < len(r.Queue) {
@@ -71,11 +71,34 @@ func (r *Record) unqueue(holder string) bool {
 // slot may now be the next one's.
 func Leave(r *Record, holder string, now time.Time) Step {
 	var s Step
+	r.leave(&s, holder, now)
+	r.prune(now)
+	return s
+}
+
+// leave takes holder out of the queue at now (Leave, a refusal, a grant
+// given up on); when it was in it while a slot is free, s wakes the
+// waiters: the slot may now be the next one's.
+func (r *Record) leave(s *Step, holder string, now time.Time) {
 	if r.unqueue(holder) && len(r.LiveRuns(now)) < r.slots() {
 		s.Wake = true
 	}
-	r.prune(now)
-	return s
+}
+
+// Turn is the waiters whose turn it is at now: the first of the queue that
+// have not lapsed, as many as slots are free. A store that wakes waiters in
+// their turn wakes these on a Step's Wake; those behind them could not be
+// granted a slot (Acquire), so a wake-up would only cost them a refusal.
+func (r *Record) Turn(now time.Time) []string {
+	free := r.slots() - len(r.LiveRuns(now))
+	var turn []string
+	for _, w := range r.waiting(now) {
+		if len(turn) >= free {
+			break
+		}
+		turn = append(turn, w.Worker)
+	}
+	return turn
 }
 
 // waiting is what Status shows of the queue at now: the waiters that have

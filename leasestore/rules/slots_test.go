@@ -282,6 +282,22 @@ func TestQueue(t *testing.T) {
 		}
 		grant(t, r, waiting("b", 1), at(5*time.Second))
 	})
+	t.Run("a waiter that gives up on its grant leaves the queue and wakes the next when a slot is free", func(t *testing.T) {
+		r := &Record{Job: "job"}
+		la := grant(t, r, waiting("a", 1), t0)
+		refuse(t, r, waiting("b", 1), at(time.Second))
+		refuse(t, r, waiting("c", 1), at(time.Second))
+		if _, err := Release(r, la, leasestore.Outcome{Result: leasestore.ResultCompleted}, at(2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		gaveUp := leasestore.LateOutcome{Job: "job", Holder: "b", Outcome: leasestore.Outcome{Result: leasestore.ResultNotStarted}}
+		if s, _ := RecordLate(r, nil, gaveUp, at(3*time.Second)); !s.Wake {
+			t.Error("b gave up its turn without waking c")
+		}
+		if len(r.Queue) != 1 || r.Queue[0].Worker != "c" {
+			t.Errorf("queue %+v, want c alone", r.Queue)
+		}
+	})
 	t.Run("a waiter refused for another reason than a held job leaves the queue", func(t *testing.T) {
 		r := &Record{Job: "job", LastSuccess: t0}
 		la := grant(t, r, waiting("a", 1), t0)

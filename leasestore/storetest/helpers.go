@@ -163,7 +163,7 @@ func WantFrozenCallsReturn(t *testing.T, s Client, l *leasestore.Lease, open fun
 		},
 		"subscribe": func(*testing.T) func(ctx context.Context) error {
 			return func(ctx context.Context) error {
-				sub, err := s.Subscribe(ctx, "job")
+				sub, err := s.Subscribe(ctx, "job", "")
 				if err == nil {
 					sub.Close()
 				}

@@ -131,7 +131,7 @@ func testRecordLateLiftsQuarantine(t *testing.T, h fixture) {
 		t.Fatalf("state %s, want QUARANTINED after two counted crashes with max-crashes 2", st.State)
 	}
 	waiter := client(t, h.Fixture)
-	sub, err := waiter.Subscribe(Ctx(t), "job")
+	sub, err := waiter.Subscribe(Ctx(t), "job", "")
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}

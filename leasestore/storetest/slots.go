@@ -123,7 +123,7 @@ func testQueueOrder(t *testing.T, h fixture) {
 	if held := refused(t, s, slotRequest("job", "x", LongTTL, 1, false)); held.Position != 0 {
 		t.Errorf("a run that does not wait was queued at %d", held.Position)
 	}
-	sub, err := s.Subscribe(Ctx(t), "job")
+	sub, err := s.Subscribe(Ctx(t), "job", "")
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
@@ -197,7 +197,7 @@ func testCrashWhileOthersWait(t *testing.T, h fixture) {
 	Acquire(t, s, slotRequest("job", "x", LongTTL, 2, false))
 	crashing := slotRequest("job", "a", h.shortTTL(), 2, false)
 	a := Acquire(t, s, crashing)
-	sub, err := s.Subscribe(Ctx(t), "job")
+	sub, err := s.Subscribe(Ctx(t), "job", "")
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}

@@ -52,6 +52,10 @@ type Abilities struct {
 	// holders as the one whose lease expires first (HeldError); the
 	// model-based test then accepts any of them.
 	CoarseExpiry bool
+	// WakesInTurn: a subscription made for a waiter (Subscribe's waiter)
+	// is woken only when its turn may have come, not by every release of
+	// the job (docs/semantics.md, Slots and the queue).
+	WakesInTurn bool
 }
 
 // shortTTL is the TTL of the leases the suite lets expire on this store.
@@ -106,6 +110,11 @@ func Run(t *testing.T, h Harness) {
 		{"QueueOrder", testQueueOrder},
 		{"WaiterVanishesMidQueue", testWaiterVanishes},
 		{"WaiterLeaves", testWaiterLeaves},
+		{"WakeInTurn", testWakeInTurn},
+		{"RefusedHeadWakesNext", testRefusedHeadWakesNext},
+		{"CrashesWakeInTurn", testCrashesWakeInTurn},
+		{"CountedCrashesWakeInTurn", testCountedCrashesWakeInTurn},
+		{"GiveUpWakesNext", testGiveUpWakesNext},
 		{"CrashCountedWhileOthersWait", testCrashWhileOthersWait},
 		{"ScanCountsEachSlot", testScanCountsEachSlot},
 		{"StopEverySlot", testStopEverySlot},

@@ -125,7 +125,7 @@ func testSubscribe(t *testing.T, h fixture) {
 	}
 	subscribe := func(t *testing.T, job string) leasestore.Subscription {
 		t.Helper()
-		sub, err := waiter.Subscribe(Ctx(t), job)
+		sub, err := waiter.Subscribe(Ctx(t), job, "")
 		if err != nil {
 			t.Fatalf("Subscribe: %v", err)
 		}

@@ -318,7 +318,7 @@ func notLeasectl(by string) error {
 
 // Validate checks a subscribe request and returns its job.
 func (s *SubscribeRequest) Validate() (string, error) {
-	return s.JobID, job(s.JobID)
+	return s.JobID, firstError(job(s.JobID), text("worker_id", s.WorkerID, MaxWorkerIDLen, false))
 }
 
 // Validate checks a token watch request and returns its job.

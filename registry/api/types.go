@@ -302,9 +302,14 @@ type TokenCheck struct {
 	Live         bool   `json:"live"`
 }
 
-// SubscribeRequest is the body of POST PathSubscribe.
+// SubscribeRequest is the body of POST PathSubscribe. WorkerID, when set,
+// is the waiter the subscription is for: while two or more subscriptions
+// of the job name theirs, a release wakes only the oldest of them and
+// those whose turn it is (the first waiters of the job's queue, as many as
+// slots are free).
 type SubscribeRequest struct {
-	JobID string `json:"job_id"`
+	JobID    string `json:"job_id"`
+	WorkerID string `json:"worker_id,omitempty"`
 }
 
 // Subscription is the answer to a subscribe: from now on, every release of

@@ -60,7 +60,7 @@ BEGIN
   -- 0. The holder gave up on its grant (recordlate with token 0): its
   -- request, arriving now, would grant a lease nobody runs.
   IF j.gave_up = p_holder THEN
-    RETURN @schema@._refused(p_job, p_holder, json_build_object('k', 'gaveup', 'now', @schema@._us(v_now)));
+    RETURN @schema@._refused(p_job, p_holder, v_now, json_build_object('k', 'gaveup', 'now', @schema@._us(v_now)));
   END IF;
 
   -- The job's runs, in one read.
@@ -83,13 +83,13 @@ BEGIN
 
   -- 2. Quarantined.
   IF j.q_since IS NOT NULL THEN
-    RETURN @schema@._refused(p_job, p_holder,
+    RETURN @schema@._refused(p_job, p_holder, v_now,
       json_build_object('k', 'quarantined', 'now', @schema@._us(v_now), 'q', @schema@._quarantine_json(j)));
   END IF;
 
   -- 3. Another region's request: refused whether the job is held or free.
   IF p_region <> '' AND j.region IS NOT NULL AND j.region <> p_region THEN
-    RETURN @schema@._refused(p_job, p_holder,
+    RETURN @schema@._refused(p_job, p_holder, v_now,
       json_build_object('k', 'region', 'now', @schema@._us(v_now), 'region', j.region));
   END IF;
 
@@ -102,7 +102,7 @@ BEGIN
       v_recovered := coalesce(v_recovered, v_crash);
       SELECT * INTO j FROM @schema@.jobs WHERE job = p_job;
       IF j.q_since IS NOT NULL THEN
-        RETURN @schema@._refused(p_job, p_holder,
+        RETURN @schema@._refused(p_job, p_holder, v_now,
           json_build_object('k', 'quarantined', 'now', @schema@._us(v_now), 'q', @schema@._quarantine_json(j)));
       END IF;
     END LOOP;
@@ -110,7 +110,7 @@ BEGIN
 
   -- 5. All runs of a job in flight agree on its slots.
   IF v_live > 0 AND v_slots <> j.slots THEN
-    RETURN @schema@._refused(p_job, p_holder,
+    RETURN @schema@._refused(p_job, p_holder, v_now,
       json_build_object('k', 'slots', 'now', @schema@._us(v_now), 'slots', j.slots));
   END IF;
 
@@ -131,8 +131,8 @@ BEGIN
   IF v_slots - v_live <= v_ahead THEN
     IF p_wait THEN
       -- It joins the queue at its tail, or keeps its place alive once at
-      -- most half its TTL is left (a release wakes every waiter, and each
-      -- would otherwise write).
+      -- most half its TTL is left (every waiter asks once per heartbeat,
+      -- and each ask would otherwise write).
       v_position := v_ahead + 1;
       IF v_seq IS NULL THEN
         INSERT INTO @schema@.queue (job, worker, host, pid, since, live_until)
@@ -155,13 +155,13 @@ BEGIN
 
   -- 7. Past the deadline: refused, the crashes counted above stay counted.
   IF p_deadline_us <> 0 AND @schema@._us(v_now) > p_deadline_us THEN
-    RETURN @schema@._refused(p_job, p_holder, json_build_object('k', 'deadline', 'now', @schema@._us(v_now)));
+    RETURN @schema@._refused(p_job, p_holder, v_now, json_build_object('k', 'deadline', 'now', @schema@._us(v_now)));
   END IF;
 
   -- 8. Too soon after the last success.
   IF p_min_interval_us > 0 AND j.last_success IS NOT NULL
      AND v_now < j.last_success + @schema@._micros(p_min_interval_us) THEN
-    RETURN @schema@._refused(p_job, p_holder,
+    RETURN @schema@._refused(p_job, p_holder, v_now,
       json_build_object('k', 'toosoon', 'now', @schema@._us(v_now), 'last_success', @schema@._us(j.last_success)));
   END IF;
 

@@ -20,8 +20,8 @@ BEGIN
   END IF;
   v_now := clock_timestamp();
   DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;
-  IF FOUND AND (SELECT count(*) FROM @schema@.runs WHERE job = p_job AND live_until > v_now) < j.slots THEN
-    PERFORM pg_notify(@schema@._channel(p_job), '');
+  IF FOUND THEN
+    PERFORM @schema@._left_queue(p_job, v_now);
   END IF;
   DELETE FROM @schema@.queue WHERE job = p_job AND live_until <= v_now;
   RETURN 'true';

@@ -39,6 +39,25 @@ CREATE OR REPLACE FUNCTION @schema@._channel(p_job text) RETURNS text
 LANGUAGE sql IMMUTABLE
 AS $$ SELECT 'leasectl_' || md5(@ns@ || E'\n' || p_job) $$;
 
+-- _waiter_channel is the LISTEN/NOTIFY channel on which one waiter of a job
+-- is woken in its turn (_wake_waiters).
+CREATE OR REPLACE FUNCTION @schema@._waiter_channel(p_job text, p_worker text) RETURNS text
+LANGUAGE sql IMMUTABLE
+AS $$ SELECT 'leasectl_' || md5(@ns@ || E'\n' || p_job || E'\n' || p_worker) $$;
+
+-- _wake_waiters wakes the waiters of the job whose turn it is at p_now: the
+-- first of its queue whose place has not lapsed, as many as slots are free,
+-- each on its own channel, so that the others sleep on (docs/semantics.md,
+-- Slots and the queue). The caller holds the job's lock. Returns how many
+-- it woke (the count makes every row's notification be sent).
+CREATE OR REPLACE FUNCTION @schema@._wake_waiters(p_job text, p_now timestamptz) RETURNS bigint
+LANGUAGE sql AS $$
+  SELECT count(pg_notify(@schema@._waiter_channel(p_job, q.worker), ''))
+  FROM (SELECT q.worker FROM @schema@.queue q WHERE q.job = p_job AND q.live_until > p_now ORDER BY q.seq
+    LIMIT greatest(0, (SELECT j.slots FROM @schema@.jobs j WHERE j.job = p_job)
+      - (SELECT count(*) FROM @schema@.runs r WHERE r.job = p_job AND r.live_until > p_now))) q
+$$;
+
 -- _publish_token tells the namespace's token feeds (tokenfeed.go) that the
 -- job's token changed: a grant ('g') or the end of a run ('e'), the token,
 -- a space and the job, on the namespace's one token channel, so that a
@@ -123,17 +142,39 @@ BEGIN
   INTO v_crashes
   FROM (SELECT c.*, pg_notify(@schema@._channel(c.job), ''), @schema@._publish_token('e', c.token, c.job)
     FROM crashed c) c;
+  -- Once the runs are gone (a statement does not see its own changes).
+  PERFORM @schema@._wake_waiters(c.job, p_now) FROM (SELECT DISTINCT e->>'job' AS job FROM json_array_elements(v_crashes) e) c;
   -- The history each job keeps, once this statement's events are in it.
   DELETE FROM @schema@.history h USING @schema@.jobs j
   WHERE h.job = ANY (p_jobs) AND j.job = h.job AND h.seq <= j.events - @history@;
   RETURN v_crashes;
 END $$;
 
--- _refused is p_answer, an acquire's refusal other than held: p_holder
--- will not wait for the job, and leaves its queue (docs/semantics.md,
--- Acquire). The caller holds the job's lock.
-CREATE OR REPLACE FUNCTION @schema@._refused(p_job text, p_holder text, p_answer json) RETURNS json
-LANGUAGE sql AS $$
+-- _left_queue tells of a waiter that left the job's queue (leave, a
+-- refusal, a grant given up on): while a slot is free at p_now, the job's
+-- channel is notified (the registry, and the waiters of a leasectl older
+-- than waking in turn, listen there) and the waiters whose turn it now is
+-- are woken. The caller holds the job's lock.
+CREATE OR REPLACE FUNCTION @schema@._left_queue(p_job text, p_now timestamptz) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF (SELECT count(*) FROM @schema@.runs WHERE job = p_job AND live_until > p_now)
+      < (SELECT slots FROM @schema@.jobs WHERE job = p_job) THEN
+    PERFORM pg_notify(@schema@._channel(p_job), '');
+    PERFORM @schema@._wake_waiters(p_job, p_now);
+  END IF;
+END $$;
+
+-- _refused is p_answer, an acquire's refusal other than held at p_now (the
+-- acquire's clock): p_holder will not wait for the job, and leaves its
+-- queue (docs/semantics.md, Acquire), which may bring the next waiters'
+-- turn. The caller holds the job's lock.
+CREATE OR REPLACE FUNCTION @schema@._refused(p_job text, p_holder text, p_now timestamptz, p_answer json) RETURNS json
+LANGUAGE plpgsql AS $$
+BEGIN
   DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;
-  SELECT p_answer
-$$;
+  IF FOUND THEN
+    PERFORM @schema@._left_queue(p_job, p_now);
+  END IF;
+  RETURN p_answer;
+END $$;

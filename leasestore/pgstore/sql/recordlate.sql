@@ -42,12 +42,16 @@ BEGIN
   v_now := clock_timestamp();
 
   -- A holder that gave up on its grant: its acquire, arriving later, is
-  -- refused (acquire.sql), and it waits no more. Only the last one is kept.
+  -- refused (acquire.sql), and it waits no more, leaving the queue as
+  -- leave does. Only the last one is kept.
   IF p_token = 0 THEN
     IF j.gave_up IS DISTINCT FROM p_holder THEN
       UPDATE @schema@.jobs SET gave_up = p_holder WHERE job = p_job;
     END IF;
     DELETE FROM @schema@.queue WHERE job = p_job AND worker = p_holder;
+    IF FOUND THEN
+      PERFORM @schema@._left_queue(p_job, v_now);
+    END IF;
   END IF;
 
   -- 1. The run's evidence is there: exactly a release (its waiters and the
@@ -132,6 +136,7 @@ BEGIN
     WHERE job = p_job;
     v_detail := v_detail || '; the quarantine it led to is lifted';
     PERFORM pg_notify(@schema@._channel(p_job), '');
+    PERFORM @schema@._wake_waiters(p_job, v_now);
   END IF;
   v_seq := v_seq + 1;
   INSERT INTO @schema@.history (job, seq, at, kind, worker, token, result, detail)

@@ -42,5 +42,6 @@ BEGIN
   DELETE FROM @schema@.runs WHERE job = p_job AND slot = r.slot;
   PERFORM pg_notify(@schema@._channel(p_job), '');
   PERFORM @schema@._publish_token('e', r.token, p_job);
+  PERFORM @schema@._wake_waiters(p_job, v_now);
   RETURN 'true';
 END $$;

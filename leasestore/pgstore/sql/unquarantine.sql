@@ -23,5 +23,6 @@ BEGIN
     q_crashes = NULL, q_last_holder = NULL, q_last_host = NULL
   WHERE job = p_job;
   PERFORM pg_notify(@schema@._channel(p_job), '');
+  PERFORM @schema@._wake_waiters(p_job, v_now);
   RETURN 'true';
 END $$;

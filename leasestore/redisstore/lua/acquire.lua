@@ -33,8 +33,11 @@ local slots, waits = tonumber(ARGV[15]), ARGV[16] == '1'
 local k = declared_keys(prefix, job)
 local now = now_us()
 
+-- A waiter refused leaves the queue; the next waiters' turn may have come.
 local function refuse(reply)
-  unqueue(k, holder)
+  if unqueue(k, holder) then
+    left_queue(k, job, now)
+  end
   return reply
 end
 

@@ -1,6 +1,7 @@
 
 -- A job's queue of waiters (semantics.md#slots-and-the-queue; package
--- rules, queue.go): scripts.go prepends this file after runs.lua. The
+-- rules, queue.go): scripts.go prepends this file after lib.lua, before
+-- runs.lua. The
 -- queue is the list <p><job>:q, oldest first; each waiter is packed as
 -- worker, host, pid, since (us), until (us), joined by NUL. A waiter whose
 -- until passed has lapsed, and is dropped by the next acquire or leave.
@@ -52,8 +53,8 @@ end
 
 -- wait puts holder in the queue q at now, at the tail, or, once its place
 -- has at most half its ttl (ms) left, keeps it alive for another ttl, and
--- returns its position, from 1 (rules, wait: a release wakes every waiter,
--- and each asking again would otherwise be a write).
+-- returns its position, from 1 (rules, wait: every waiter asks once per
+-- heartbeat, and each ask would otherwise be a write).
 local function wait(k, q, holder, host, pid, ttl, now)
   local until_ = now + ttl * 1000
   local i = ahead(q, holder)

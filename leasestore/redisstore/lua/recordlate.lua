@@ -10,9 +10,13 @@ local prefix, job, holder, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local result, detail = ARGV[5], ARGV[10]
 local k = declared_keys(prefix, job)
 local now = now_us()
+-- A holder that gave up on its grant: refused from now on (acquire.lua),
+-- and out of the queue, as leave.lua takes a waiter out.
 if token == '0' then
   redis.call('HSET', k.r, 'ab', holder)
-  unqueue(k, holder)
+  if unqueue(k, holder) then
+    left_queue(k, job, now)
+  end
 end
 local crashes = tonumber(redis.call('HGET', k.r, 'c') or '0')
 
@@ -120,6 +124,7 @@ if withdrawn == 1 then
     event(k, now, 'u', 'leasectl', '', 'by leasectl: the crash of token ' .. run_token ..
       ' that led to it was withdrawn: its outcome arrived late')
     redis.call('PUBLISH', k.n, 'u')
+    wake_waiters(k, job, now)
     lifted = 1
     detail = detail .. '; the quarantine it led to is lifted'
   end

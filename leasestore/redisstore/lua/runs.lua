@@ -1,6 +1,6 @@
 
 -- A job's runs, one per slot (semantics.md#slots-and-the-queue):
--- scripts.go prepends this file after lib.lua. The run in slot 0 keeps the
+-- scripts.go prepends this file after lib.lua and queue.lua. The run in slot 0 keeps the
 -- keys a leasectl older than slots wrote (<p><job>:e, the job in <p>live,
 -- rt and sp/sb/sr/sa), so a one-slot job reads the same to both; the run
 -- in slot S >= 1 has <p><job>:e<S>, the member job NUL S of <p>slots, and
@@ -88,6 +88,47 @@ local function drop_run(k, job, u)
   redis.call('ZREM', key, member)
 end
 
+-- free_slots is how many of the job's slots no live run is in at now.
+local function free_slots(k, job, now)
+  local free = slots_of(k)
+  for _, u in ipairs(runs_of(k, job, now)) do
+    if u.live then
+      free = free - 1
+    end
+  end
+  return free
+end
+
+-- wake_waiters wakes the waiters whose turn it is: the first of the job's
+-- queue (its lapsed waiters left out), as many as slots are free at now,
+-- each on a channel of its own (<p><job>:n#<worker>, which no job's channel
+-- is: '#' is in no job ID), so that the others sleep on (rules, Acquire:
+-- a free slot goes only to the oldest waiters).
+local function wake_waiters(k, job, now)
+  local free = free_slots(k, job, now)
+  for _, w in ipairs(queue_of(k)) do
+    if free <= 0 then
+      return
+    end
+    if w['until'] > now then
+      redis.call('PUBLISH', k.n .. '#' .. w.worker, 'w')
+      free = free - 1
+    end
+  end
+end
+
+-- left_queue tells of a waiter that left the job's queue (Leave, a refusal,
+-- a grant given up on): while a slot is free, the job's channel says so
+-- ('w', for the registry and the waiters of a leasectl older than waking
+-- in turn, which listen there) and the waiters whose turn it now is are
+-- woken.
+local function left_queue(k, job, now)
+  if free_slots(k, job, now) > 0 then
+    redis.call('PUBLISH', k.n, 'w')
+    wake_waiters(k, job, now)
+  end
+end
+
 -- consume_crash counts the crash of run u: crash count + 1, history,
 -- evidence and index entry gone, quarantine of the job as a whole at the
 -- run's threshold, waiters and token feeds told. Returns the crash count
@@ -104,6 +145,7 @@ local function consume_crash(k, job, u, now, detail)
     quarantined = 1
   end
   redis.call('PUBLISH', k.n, 'e' .. f[2])
+  wake_waiters(k, job, now)
   return crashes, quarantined
 end
 
@@ -127,6 +169,7 @@ local function release_run(k, job, u, now, o)
   drop_run(k, job, u)
   event(k, now, 'r', f[1], f[2], o.detail)
   redis.call('PUBLISH', k.n, 'e' .. f[2])
+  wake_waiters(k, job, now)
 end
 
 -- stop_of returns the operator's request that the run in slot with token

@@ -11,6 +11,8 @@ end
 redis.call('HDEL', k.r, 'q', 'qr', 'qb', 'qc', 'ql', 'qo')
 redis.call('HSET', k.r, 'c', '0')
 redis.call('SREM', k.qs, job)
-event(k, now_us(), 'u', by, '', 'by ' .. by .. ': ' .. reason)
+local now = now_us()
+event(k, now, 'u', by, '', 'by ' .. by .. ': ' .. reason)
 redis.call('PUBLISH', k.n, 'u')
+wake_waiters(k, job, now)
 return 1
