@@ -41,7 +41,8 @@ type Driver interface {
 	// refuses others.
 	Limits() Limits
 	// Close releases the store's connections and files. The portable
-	// Store calls it once.
+	// Store calls it once, after the calls in flight have returned, and
+	// makes no call after it.
 	Close() error
 }
 
