@@ -34,8 +34,10 @@ type Driver interface {
 	// StartTokens starts the driver's side of the token feed, which hands
 	// what it hears to hub, and returns it. The portable Store calls it
 	// once, for its first WatchTokens, and closes hub before it closes the
-	// driver; the driver's Close stops the source. A failure is returned
-	// as it is, and the next WatchTokens calls StartTokens again.
+	// driver; the driver's Close stops the source. A failure reaches the
+	// caller as an *UnavailableError, and the next WatchTokens calls
+	// StartTokens again. Once started, the driver refuses another start
+	// with ErrFeedStarted: a second Store wraps it.
 	StartTokens(ctx context.Context, hub *TokenHub) (TokenSource, error)
 	// Limits are the requests the store can honour; the portable Store
 	// refuses others.

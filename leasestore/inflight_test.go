@@ -138,3 +138,20 @@ func TestCloseWaitsForTheCallsInFlight(t *testing.T) {
 		t.Errorf("closing again: %v", err)
 	}
 }
+
+// failedStartDriver fails to start its token source with a plain error.
+type failedStartDriver struct{ hotDriver }
+
+func (*failedStartDriver) StartTokens(context.Context, *TokenHub) (TokenSource, error) {
+	return nil, errors.New("cannot listen")
+}
+
+// A driver's failure to start its token source reaches the caller as the
+// store unavailable, like its other failures.
+func TestStartTokensFailureIsUnavailable(t *testing.T) {
+	s := New(&failedStartDriver{})
+	_, err := s.WatchTokens(context.Background(), "nightly", func(TokenState) {})
+	if !errors.Is(err, ErrUnavailable) || err.Error() != "store unavailable during watch tokens: cannot listen" {
+		t.Errorf("WatchTokens with a failed start: %v; want it unavailable", err)
+	}
+}

@@ -12,6 +12,11 @@ import (
 // *UnavailableError.
 var ErrClosed = errors.New("the store is closed")
 
+// ErrFeedStarted is a driver's refusal of a second StartTokens: a second
+// Store wraps it, which no driver allows, as each Store starts and stops
+// the driver's token source and closes the driver.
+var ErrFeedStarted = errors.New("the driver's token feed is started already: another Store wraps the driver (wrap it once, with leasestore.New, or use leasestore.Open)")
+
 // Store keeps leases, crash evidence, quarantine state and history for
 // jobs: the portable type that callers hold, over the Driver of one store
 // (Open picks it by URL, New wraps one). It implements Leaser, Operator
@@ -37,7 +42,8 @@ var (
 )
 
 // New returns the portable Store over d, which no other Store may wrap:
-// the Store starts d's token source and closes d.
+// the Store starts d's token source and closes d (a driver refuses a
+// second start of its source with ErrFeedStarted).
 func New(d Driver) *Store {
 	return &Store{d: d, limits: d.Limits(), calls: gate{drained: make(chan struct{}, 1)}}
 }
@@ -318,7 +324,7 @@ func (s *Store) tokenHub(ctx context.Context) (*TokenHub, error) {
 		h := newTokenHub()
 		src, err := s.d.StartTokens(ctx, h)
 		if err != nil {
-			return nil, err
+			return nil, asUnavailable("watch tokens", err)
 		}
 		h.attach(src)
 		s.hub = h
