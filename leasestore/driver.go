@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"time"
 )
 
 // Driver is what a store package implements, as Go CDK's blob/driver.Bucket
@@ -47,22 +46,6 @@ type Driver interface {
 	// makes no call after it.
 	Close() error
 }
-
-// Limits are the lease TTLs and the slots a store honours.
-type Limits struct {
-	// MinTTL and MaxTTL bound the lease TTLs the store honours (etcd: whole
-	// seconds from its minimum lease TTL up); zero: no bound. Callers check
-	// a run's TTL against them before any I/O, so that a TTL the store
-	// would round or refuse is a usage error naming the limit.
-	MinTTL, MaxTTL time.Duration
-	// MaxSlots is the most slots the store grants a job
-	// (AcquireRequest.Slots): MaxSlots, or fewer on a store whose record
-	// of a job could not hold as many (etcd).
-	MaxSlots int
-}
-
-// Ranged reports whether the store bounds the lease TTLs it honours.
-func (l Limits) Ranged() bool { return l.MinTTL > 0 || l.MaxTTL > 0 }
 
 // Unavailable is the *UnavailableError of a driver's failure in op:
 // explained is the cause in an operator's words (its first line is kept,

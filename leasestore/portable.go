@@ -3,7 +3,6 @@ package leasestore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -134,18 +133,15 @@ func (s *Store) checkRequest(req *AcquireRequest) error {
 	if err := ValidateJobID(req.Job); err != nil {
 		return err
 	}
-	lim := s.limits
-	switch {
-	case req.TTL <= 0:
-		return &RequestError{Op: "acquire", Field: "the TTL", Reason: fmt.Sprintf("%s is not positive", req.TTL)}
-	case lim.MinTTL > 0 && req.TTL < lim.MinTTL:
-		return &RequestError{Op: "acquire", Field: "the TTL", Reason: fmt.Sprintf("%s is below the store's minimum lease TTL %s", req.TTL, lim.MinTTL)}
-	case lim.MaxTTL > 0 && req.TTL > lim.MaxTTL:
-		return &RequestError{Op: "acquire", Field: "the TTL", Reason: fmt.Sprintf("%s is above the store's maximum lease TTL %s", req.TTL, lim.MaxTTL)}
-	case req.Slots < 0 || req.Slots > lim.MaxSlots:
-		return &RequestError{Op: "acquire", Field: "the slots", Reason: fmt.Sprintf("%d is not 0 to the %d this store runs per job", req.Slots, lim.MaxSlots)}
+	var le *LimitError
+	if !errors.As(s.limits.Check(req.TTL, req.Slots), &le) {
+		return nil
 	}
-	return nil
+	field := "the slots"
+	if le.TTLLimit() {
+		field = "the TTL"
+	}
+	return &RequestError{Op: "acquire", Field: field, Reason: le.Error()}
 }
 
 // Acquire grants the lease on req.Job to req.Holder; see Leaser.
