@@ -293,10 +293,16 @@ func testStreams(tty bool) (*IOStreams, *bytes.Buffer, *bytes.Buffer) {
 	return &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut, StdoutTTY: tty, StderrTTY: tty}, &out, &errOut
 }
 
-// opener returns an OpenStore that hands out the portable Store over d.
+// opener returns an OpenStore that opens the store d serves as a command
+// does: each call a client of its own over d's data, which one portable
+// Store wraps, never d itself wrapped again by every call.
 func opener(d leasestore.Driver) func(context.Context) (*leasestore.Store, error) {
-	return func(context.Context) (*leasestore.Store, error) { return leasestore.New(d), nil }
+	return func(context.Context) (*leasestore.Store, error) { return leasestore.New(&stubClient{d}), nil }
 }
+
+// stubClient is one client of a stub store: its own Driver value over the
+// stub's data.
+type stubClient struct{ leasestore.Driver }
 
 func fixedNow() time.Time { return oncallNow }
 

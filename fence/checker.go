@@ -63,10 +63,12 @@ const (
 	DefaultMaxJobs = 10_000
 )
 
-// Store is what a Checker needs of a store: leasestore.Store has it, and
-// WriteThrough also needs a leasestore.TokenFeed (every store of
-// leasectl's has one, and so does a registry's remote store, httpstore, in
-// front of any of them).
+// Store is what a Checker needs of a store: the portable
+// *leasestore.Store (leasestore.Open, or leasestore.New over a driver)
+// has it, and is also the leasestore.TokenFeed that WriteThrough needs,
+// whatever the store behind it (a registry's too). A store's bare
+// leasestore.Driver is refused: it has no feed, and skips the portable
+// Store's checks of what it is asked and its refusal after Close.
 type Store interface {
 	// CheckToken returns nil when token is job's current token and its run
 	// is live, and a *leasestore.StaleTokenError otherwise.
@@ -193,8 +195,9 @@ func (e *entry) publish() {
 }
 
 // New returns a Checker of the tokens of store's jobs. It validates opts
-// before anything else; with WriteThrough, store must also be a
-// leasestore.TokenFeed, and the Checker starts the feed's heartbeat at once.
+// before anything else; it refuses a bare leasestore.Driver; with
+// WriteThrough, store must also be a leasestore.TokenFeed, and the Checker
+// starts the feed's heartbeat at once.
 func New(store Store, opts Options) (*Checker, error) {
 	if store == nil {
 		return nil, errors.New("fence: no store")
@@ -211,10 +214,13 @@ func New(store Store, opts Options) (*Checker, error) {
 	}
 	c.epoch = c.clock.Now()
 	c.syncedAt.Store(math.MinInt64)
+	if _, bare := store.(leasestore.Driver); bare {
+		return nil, fmt.Errorf("fence: %T is a store's driver, without the portable Store's checks and token feed: wrap it with leasestore.New or use leasestore.Open", store)
+	}
 	if c.pattern == WriteThrough {
 		feed, ok := store.(leasestore.TokenFeed)
 		if !ok {
-			return nil, fmt.Errorf("fence: the write-through pattern needs a store with a token feed (leasestore.TokenFeed); %T has none", store)
+			return nil, fmt.Errorf("fence: the write-through pattern needs a store with a token feed (leasestore.TokenFeed); %T has none: wrap it with leasestore.New or use leasestore.Open", store)
 		}
 		c.feed = feed
 		ctx, cancel := context.WithCancel(context.Background())

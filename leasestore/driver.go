@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"time"
 )
 
 // Driver is what a store package implements, as Go CDK's blob/driver.Bucket
@@ -34,32 +33,19 @@ type Driver interface {
 	// StartTokens starts the driver's side of the token feed, which hands
 	// what it hears to hub, and returns it. The portable Store calls it
 	// once, for its first WatchTokens, and closes hub before it closes the
-	// driver; the driver's Close stops the source. A failure is returned
-	// as it is, and the next WatchTokens calls StartTokens again.
+	// driver; the driver's Close stops the source. A failure reaches the
+	// caller as an *UnavailableError, and the next WatchTokens calls
+	// StartTokens again. Once started, the driver refuses another start
+	// with ErrFeedStarted: a second Store wraps it.
 	StartTokens(ctx context.Context, hub *TokenHub) (TokenSource, error)
 	// Limits are the requests the store can honour; the portable Store
 	// refuses others.
 	Limits() Limits
 	// Close releases the store's connections and files. The portable
-	// Store calls it once.
+	// Store calls it once, after the calls in flight have returned, and
+	// makes no call after it.
 	Close() error
 }
-
-// Limits are the lease TTLs and the slots a store honours.
-type Limits struct {
-	// MinTTL and MaxTTL bound the lease TTLs the store honours (etcd: whole
-	// seconds from its minimum lease TTL up); zero: no bound. Callers check
-	// a run's TTL against them before any I/O, so that a TTL the store
-	// would round or refuse is a usage error naming the limit.
-	MinTTL, MaxTTL time.Duration
-	// MaxSlots is the most slots the store grants a job
-	// (AcquireRequest.Slots): MaxSlots, or fewer on a store whose record
-	// of a job could not hold as many (etcd).
-	MaxSlots int
-}
-
-// Ranged reports whether the store bounds the lease TTLs it honours.
-func (l Limits) Ranged() bool { return l.MinTTL > 0 || l.MaxTTL > 0 }
 
 // Unavailable is the *UnavailableError of a driver's failure in op:
 // explained is the cause in an operator's words (its first line is kept,

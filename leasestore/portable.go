@@ -3,15 +3,18 @@ package leasestore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
 // ErrClosed is the cause of a call on a Store after its Close, in an
 // *UnavailableError.
 var ErrClosed = errors.New("the store is closed")
+
+// ErrFeedStarted is a driver's refusal of a second StartTokens: a second
+// Store wraps it, which no driver allows, as each Store starts and stops
+// the driver's token source and closes the driver.
+var ErrFeedStarted = errors.New("the driver's token feed is started already: another Store wraps the driver (wrap it once, with leasestore.New, or use leasestore.Open)")
 
 // Store keeps leases, crash evidence, quarantine state and history for
 // jobs: the portable type that callers hold, over the Driver of one store
@@ -24,10 +27,9 @@ var ErrClosed = errors.New("the store is closed")
 type Store struct {
 	d      Driver
 	limits Limits
-	closed atomic.Bool
+	calls  gate
 
-	// hubMu guards hub, made by the first WatchTokens, and orders its start
-	// before Close.
+	// hubMu guards hub, made by the first WatchTokens.
 	hubMu sync.Mutex
 	hub   *TokenHub
 }
@@ -39,8 +41,11 @@ var (
 )
 
 // New returns the portable Store over d, which no other Store may wrap:
-// the Store starts d's token source and closes d.
-func New(d Driver) *Store { return &Store{d: d, limits: d.Limits()} }
+// the Store starts d's token source and closes d (a driver refuses a
+// second start of its source with ErrFeedStarted).
+func New(d Driver) *Store {
+	return &Store{d: d, limits: d.Limits(), calls: gate{drained: make(chan struct{}, 1)}}
+}
 
 // Driver returns the store's driver, for what only its store can do
 // (PostgreSQL's schema migration), as Go CDK's As does.
@@ -49,49 +54,49 @@ func (s *Store) Driver() Driver { return s.d }
 // Limits are the TTLs and slots the store honours; see Driver.
 func (s *Store) Limits() Limits { return s.limits }
 
-// Close stops the token watches and releases the store's connections and
-// files; calls made after it fail with ErrClosed. Closing again does
-// nothing.
+// Close refuses new calls, waits for those in flight to return (each is
+// bounded by its ctx), stops the token watches and releases the store's
+// connections and files; calls made after it fail with ErrClosed, and the
+// driver runs none after its Close. Closing again does nothing. Close must
+// not be called from within a call on the store (a watch's fn).
 func (s *Store) Close() error {
-	s.hubMu.Lock()
-	h, done := s.hub, s.closed.Swap(true)
-	s.hubMu.Unlock()
-	if done {
+	if !s.calls.close() {
 		return nil
 	}
+	s.hubMu.Lock()
+	h := s.hub
+	s.hubMu.Unlock()
 	if h != nil {
 		h.Close()
 	}
 	return s.d.Close()
 }
 
-// usable refuses a call of op after Close.
-func (s *Store) usable(op string) error {
-	if s.closed.Load() {
+// enter admits a call of op, refused after Close; an admitted call leaves
+// (s.calls.leave) when it returns.
+func (s *Store) enter(op string) error {
+	if !s.calls.enter() {
 		return &UnavailableError{Op: op, Err: ErrClosed}
 	}
 	return nil
 }
 
-// usableFor refuses a call of op after Close or about an invalid job ID.
-func (s *Store) usableFor(op, job string) error {
-	if err := s.usable(op); err != nil {
-		return err
-	}
-	return ValidateJobID(job)
-}
-
 // run is the driver's answer f to op, unless the store is closed.
 func (s *Store) run(op string, f func() error) error {
-	if err := s.usable(op); err != nil {
+	if err := s.enter(op); err != nil {
 		return err
 	}
+	defer s.calls.leave()
 	return f()
 }
 
 // runFor is run for a call about job, refusing an invalid job ID too.
 func (s *Store) runFor(op, job string, f func() error) error {
-	if err := s.usableFor(op, job); err != nil {
+	if err := s.enter(op); err != nil {
+		return err
+	}
+	defer s.calls.leave()
+	if err := ValidateJobID(job); err != nil {
 		return err
 	}
 	return f()
@@ -99,20 +104,25 @@ func (s *Store) runFor(op, job string, f func() error) error {
 
 // answer is the driver's answer f to op, unless the store is closed.
 func answer[T any](s *Store, op string, f func() (T, error)) (T, error) {
-	return answerIf(s.usable(op), f)
+	if err := s.enter(op); err != nil {
+		var zero T
+		return zero, err
+	}
+	defer s.calls.leave()
+	return f()
 }
 
 // answerFor is answer for a call about job, refusing an invalid job ID
 // too.
 func answerFor[T any](s *Store, op, job string, f func() (T, error)) (T, error) {
-	return answerIf(s.usableFor(op, job), f)
-}
-
-// answerIf is refusal, or f's answer when there is none.
-func answerIf[T any](refusal error, f func() (T, error)) (T, error) {
-	if refusal != nil {
+	if err := s.enter(op); err != nil {
 		var zero T
-		return zero, refusal
+		return zero, err
+	}
+	defer s.calls.leave()
+	if err := ValidateJobID(job); err != nil {
+		var zero T
+		return zero, err
 	}
 	return f()
 }
@@ -120,26 +130,28 @@ func answerIf[T any](refusal error, f func() (T, error)) (T, error) {
 // checkRequest refuses a request the store cannot honour: a job ID, a TTL
 // or a number of slots outside its Limits.
 func (s *Store) checkRequest(req *AcquireRequest) error {
-	if err := s.usableFor("acquire", req.Job); err != nil {
+	if err := ValidateJobID(req.Job); err != nil {
 		return err
 	}
-	lim := s.limits
-	switch {
-	case req.TTL <= 0:
-		return &RequestError{Op: "acquire", Field: "the TTL", Reason: fmt.Sprintf("%s is not positive", req.TTL)}
-	case lim.MinTTL > 0 && req.TTL < lim.MinTTL:
-		return &RequestError{Op: "acquire", Field: "the TTL", Reason: fmt.Sprintf("%s is below the store's minimum lease TTL %s", req.TTL, lim.MinTTL)}
-	case lim.MaxTTL > 0 && req.TTL > lim.MaxTTL:
-		return &RequestError{Op: "acquire", Field: "the TTL", Reason: fmt.Sprintf("%s is above the store's maximum lease TTL %s", req.TTL, lim.MaxTTL)}
-	case req.Slots < 0 || req.Slots > lim.MaxSlots:
-		return &RequestError{Op: "acquire", Field: "the slots", Reason: fmt.Sprintf("%d is not 0 to the %d this store runs per job", req.Slots, lim.MaxSlots)}
+	var le *LimitError
+	if !errors.As(s.limits.Check(req.TTL, req.Slots), &le) {
+		return nil
 	}
-	return nil
+	field := "the slots"
+	if le.TTLLimit() {
+		field = "the TTL"
+	}
+	return &RequestError{Op: "acquire", Field: field, Reason: le.Error()}
 }
 
 // Acquire grants the lease on req.Job to req.Holder; see Leaser.
 func (s *Store) Acquire(ctx context.Context, req AcquireRequest) (*Lease, error) {
-	return answerIf(s.checkRequest(&req), func() (*Lease, error) { return s.d.Acquire(ctx, req) })
+	return answer(s, "acquire", func() (*Lease, error) {
+		if err := s.checkRequest(&req); err != nil {
+			return nil, err
+		}
+		return s.d.Acquire(ctx, req)
+	})
 }
 
 // Renew extends the liveness of l; see Leaser.
@@ -185,10 +197,7 @@ func (s *Store) NoteGroup(l *Lease, pgid int) error {
 	if !ok {
 		return nil
 	}
-	if err := s.usableFor("note group", l.Job); err != nil {
-		return err
-	}
-	return gn.NoteGroup(l, pgid)
+	return s.runFor("note group", l.Job, func() error { return gn.NoteGroup(l, pgid) })
 }
 
 // Status reports job's state, holder, counters and history; see Operator.
@@ -226,9 +235,10 @@ func (s *Store) Stop(ctx context.Context, job string, note Note) error {
 // Jobs lists the IDs of the jobs the store knows that start with prefix;
 // see Operator.
 func (s *Store) Jobs(ctx context.Context, prefix string, limit int) ([]string, error) {
-	if err := s.usable("jobs"); err != nil {
+	if err := s.enter("jobs"); err != nil {
 		return nil, err
 	}
+	defer s.calls.leave()
 	if prefix != "" {
 		if err := ValidateJobID(prefix); err != nil {
 			return nil, err
@@ -255,15 +265,14 @@ func (s *Store) CheckToken(ctx context.Context, job string, token int64) error {
 
 // Expect sets or clears job's expectation; see Operator.
 func (s *Store) Expect(ctx context.Context, job string, x *Expectation, note Note) error {
-	if err := s.usableFor("expect", job); err != nil {
-		return err
-	}
-	if x != nil {
-		if err := x.Validate(); err != nil {
-			return err
+	return s.runFor("expect", job, func() error {
+		if x != nil {
+			if err := x.Validate(); err != nil {
+				return err
+			}
 		}
-	}
-	return s.d.Expect(ctx, job, x, note)
+		return s.d.Expect(ctx, job, x, note)
+	})
 }
 
 // Overdue lists the jobs past their expectation; see Operator.
@@ -273,15 +282,14 @@ func (s *Store) Overdue(ctx context.Context) ([]Overdue, error) {
 
 // PutNotices records notices not yet kept; see Notices.
 func (s *Store) PutNotices(ctx context.Context, notices []Notice) error {
-	if err := s.usable("put notices"); err != nil {
-		return err
-	}
-	for i := range notices {
-		if err := notices[i].Validate(); err != nil {
-			return err
+	return s.run("put notices", func() error {
+		for i := range notices {
+			if err := notices[i].Validate(); err != nil {
+				return err
+			}
 		}
-	}
-	return s.d.PutNotices(ctx, notices)
+		return s.d.PutNotices(ctx, notices)
+	})
 }
 
 // ClaimNotices claims notices due for delivery for owner; see Notices.
@@ -303,14 +311,13 @@ func (s *Store) ListNotices(ctx context.Context) ([]Notice, error) {
 // first watch starts the driver's side of the feed, which all the store's
 // watches share.
 func (s *Store) WatchTokens(ctx context.Context, job string, fn func(TokenState)) (TokenWatch, error) {
-	if err := ValidateJobID(job); err != nil {
-		return nil, err
-	}
-	h, err := s.tokenHub(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return h.Watch(ctx, job, fn)
+	return answerFor(s, "watch tokens", job, func() (TokenWatch, error) {
+		h, err := s.tokenHub(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return h.Watch(ctx, job, fn)
+	})
 }
 
 // tokenHub returns the store's hub, starting the driver's source on first
@@ -318,14 +325,11 @@ func (s *Store) WatchTokens(ctx context.Context, job string, fn func(TokenState)
 func (s *Store) tokenHub(ctx context.Context) (*TokenHub, error) {
 	s.hubMu.Lock()
 	defer s.hubMu.Unlock()
-	if err := s.usable("watch tokens"); err != nil {
-		return nil, err
-	}
 	if s.hub == nil {
 		h := newTokenHub()
 		src, err := s.d.StartTokens(ctx, h)
 		if err != nil {
-			return nil, err
+			return nil, asUnavailable("watch tokens", err)
 		}
 		h.attach(src)
 		s.hub = h
@@ -336,14 +340,13 @@ func (s *Store) tokenHub(ctx context.Context) (*TokenHub, error) {
 // SyncTokens is the token feed's heartbeat; see TokenFeed. With no watch
 // started there is nothing to wait for.
 func (s *Store) SyncTokens(ctx context.Context) error {
-	if err := s.usable("sync tokens"); err != nil {
-		return err
-	}
-	s.hubMu.Lock()
-	h := s.hub
-	s.hubMu.Unlock()
-	if h == nil {
-		return nil
-	}
-	return h.Sync(ctx)
+	return s.run("sync tokens", func() error {
+		s.hubMu.Lock()
+		h := s.hub
+		s.hubMu.Unlock()
+		if h == nil {
+			return nil
+		}
+		return h.Sync(ctx)
+	})
 }

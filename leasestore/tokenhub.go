@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // TokenSource is a driver's side of its token feed, under the TokenHub
@@ -45,9 +46,10 @@ type TokenHub struct {
 	// TokenFeed promises.
 	deliver sync.Mutex
 
-	mu     sync.Mutex
-	jobs   map[string]*hubJob
-	closed bool
+	mu   sync.Mutex
+	jobs map[string]*hubJob
+	// closed is set under mu by Close, and read under a job's mu too.
+	closed atomic.Bool
 }
 
 // hubJob is the watches of one job.
@@ -74,6 +76,9 @@ type watch struct {
 	synced bool
 	last   TokenState // what fn was last called with
 }
+
+// errClosedHub refuses a watch on a closed hub.
+func errClosedHub() error { return &UnavailableError{Op: "watch tokens", Err: ErrClosed} }
 
 // newTokenHub returns a hub without its source, which is attached before
 // the first watch.
@@ -112,7 +117,13 @@ func (h *TokenHub) Watch(ctx context.Context, name string, fn func(TokenState)) 
 	}
 	w := &watch{hub: h, job: j, fn: fn}
 	j.mu.Lock()
-	st, err := src.Read(ctx, name)
+	// Checked again under j.mu: Close may have passed this job while it was
+	// being followed, and would not see a watch added now.
+	var st TokenState
+	err = errClosedHub()
+	if !h.closed.Load() {
+		st, err = src.Read(ctx, name)
+	}
 	if err == nil {
 		j.watches = append(j.watches, w)
 		w.deliver(st)
@@ -133,9 +144,9 @@ func (h *TokenHub) Watch(ctx context.Context, name string, fn func(TokenState)) 
 func (h *TokenHub) lockJob(name string) (*hubJob, error) {
 	for {
 		h.mu.Lock()
-		if h.closed {
+		if h.closed.Load() {
 			h.mu.Unlock()
-			return nil, &UnavailableError{Op: "watch tokens", Err: ErrClosed}
+			return nil, errClosedHub()
 		}
 		j := h.jobs[name]
 		if j == nil {
@@ -365,7 +376,7 @@ func (h *TokenHub) Sync(ctx context.Context) error {
 // Close stops every watch and refuses new ones.
 func (h *TokenHub) Close() {
 	h.mu.Lock()
-	h.closed = true
+	h.closed.Store(true)
 	h.mu.Unlock()
 	for _, j := range h.pick(nil) {
 		j.mu.Lock()

@@ -188,3 +188,40 @@ func hubOf(src TokenSource) *TokenHub {
 	h.attach(src)
 	return h
 }
+
+// heldFollow is the test source with a Follow that tells entered and waits
+// for release: a watch held between the hub's closed check and its add.
+type heldFollow struct {
+	*source
+	entered, release chan struct{}
+}
+
+func (s heldFollow) Follow(ctx context.Context, job string) error {
+	close(s.entered)
+	<-s.release
+	return s.source.Follow(ctx, job)
+}
+
+// A Watch that passed the closed check before Close, and is still
+// following its job when Close returns, ends refused, its job no longer
+// followed: no watch outlives the hub's Close.
+func TestWatchRacingCloseEndsRefused(t *testing.T) {
+	src := heldFollow{source: newSource(), entered: make(chan struct{}), release: make(chan struct{})}
+	h := hubOf(src)
+	watched := make(chan error)
+	go func() {
+		_, err := h.Watch(t.Context(), "job", func(TokenState) {})
+		watched <- err
+	}()
+	<-src.entered
+	h.Close()
+	close(src.release)
+	if err := <-watched; !errors.Is(err, ErrClosed) {
+		t.Errorf("Watch across Close: %v, want ErrClosed", err)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if n := src.followed["job"]; n != 0 || len(h.Jobs()) != 0 {
+		t.Errorf("after Close: job followed %d times, jobs %q; want none", n, h.Jobs())
+	}
+}

@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -27,10 +28,7 @@ func (s *Server) acquire(x *exchange) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := s.checkTTL(req.TTL); err != nil {
-		return 0, nil, err
-	}
-	if err := s.checkSlots(req.Slots); err != nil {
+	if err := s.checkLimits(req.TTL, req.Slots); err != nil {
 		return 0, nil, err
 	}
 	l, err := s.cfg.Store.Acquire(x.ctx, req)
@@ -51,7 +49,7 @@ func (s *Server) heartbeat(x *exchange) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := s.checkTTL(l.TTL); err != nil {
+	if err := s.checkLimits(l.TTL, 0); err != nil {
 		return 0, nil, err
 	}
 	sent := s.cfg.Clock.Now()
@@ -61,24 +59,20 @@ func (s *Server) heartbeat(x *exchange) (int, any, error) {
 	return http.StatusOK, api.Heartbeat{NewLeaseExpiry: sent.Add(l.TTL).UTC(), TTLMS: h.TTLMS, Stop: api.FromStop(l.Stop)}, nil
 }
 
-// checkTTL refuses a TTL the store behind would round or refuse (a store
-// that declares its range in its Limits: etcd's), naming the range, as
-// `run` does for a store it reaches itself.
-func (s *Server) checkTTL(ttl time.Duration) error {
+// checkLimits refuses a TTL the store behind would round or refuse (a
+// store that declares its range in its Limits: etcd's), naming the range,
+// and more slots than it grants a job (0: one), as run refuses them on a
+// store it reaches itself.
+func (s *Server) checkLimits(ttl time.Duration, slots int) error {
 	lim := s.cfg.Store.Limits()
-	if lim.Ranged() && (ttl < lim.MinTTL || lim.MaxTTL > 0 && ttl > lim.MaxTTL) {
+	var le *leasestore.LimitError
+	switch {
+	case !errors.As(lim.Check(ttl, slots), &le):
+		return nil
+	case le.TTLLimit():
 		return &api.FieldError{Field: "ttl_ms", Reason: fmt.Sprintf("%s is outside the lease TTLs the store behind the registry honours, %s to %s", ttl, lim.MinTTL, lim.MaxTTL)}
 	}
-	return nil
-}
-
-// checkSlots refuses more slots than the store behind the registry grants
-// a job, as run refuses them on a store it reaches itself.
-func (s *Server) checkSlots(slots int) error {
-	if most := s.cfg.Store.Limits().MaxSlots; slots > most {
-		return &api.FieldError{Field: "slots", Reason: fmt.Sprintf("%d is more than the %d the store behind the registry runs per job", slots, most)}
-	}
-	return nil
+	return &api.FieldError{Field: "slots", Reason: fmt.Sprintf("%d is more than the %d the store behind the registry runs per job", slots, lim.Slots())}
 }
 
 // leave takes a waiting worker out of its job's queue.

@@ -364,3 +364,27 @@ func TestTTLOutsideTheStoresRange(t *testing.T) {
 		t.Errorf("a TTL in range: %d %s", a.status, a.body)
 	}
 }
+
+// oneSlotStore is a store whose Limits leave MaxSlots zero: one slot per
+// job.
+type oneSlotStore struct{ *fakeStore }
+
+func (oneSlotStore) Limits() leasestore.Limits { return leasestore.Limits{} }
+
+// More slots than the store behind grants a job are refused, naming its
+// most, before the store hears of them; a zero MaxSlots is one slot.
+func TestSlotsAboveTheStoresMost(t *testing.T) {
+	store := newFakeStore(t)
+	srv := newTestServer(t, oneSlotStore{store}, nil)
+	two := acquireBody("j", "w", time.Minute)
+	two.Slots = 2
+	e := request(t, srv.url, http.MethodPost, api.PathAcquire, workerToken, two).err(t)
+	if e.Code != api.CodeInvalidRequest || e.Field != "slots" || !strings.HasSuffix(e.Message, "2 is more than the 1 the store behind the registry runs per job") || store.count("acquire") != 0 {
+		t.Errorf("2 slots in front of a one-slot store: %+v (%d store calls), want slots refused naming 1", e, store.count("acquire"))
+	}
+	one := acquireBody("j", "w", time.Minute)
+	one.Slots = 1
+	if a := request(t, srv.url, http.MethodPost, api.PathAcquire, workerToken, one); a.status != http.StatusOK {
+		t.Errorf("1 slot: %d %s", a.status, a.body)
+	}
+}

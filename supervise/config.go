@@ -188,15 +188,14 @@ func (c *Config) Validate() error {
 // job and the TTL against the range it honours, when it declares one,
 // returning a *ConfigError that names the store's limit. It does no I/O.
 func (c *Config) CheckStore(lim leasestore.Limits) error {
-	switch {
-	case c.Slots > lim.MaxSlots:
-		return &ConfigError{Rule: fmt.Sprintf("--slots %d: this store runs at most %d per job", c.Slots, lim.MaxSlots)}
-	case lim.MinTTL > 0 && c.TTL < lim.MinTTL:
-		return &ConfigError{Rule: fmt.Sprintf("--ttl %s is below the store's minimum lease TTL %s", c.TTL, lim.MinTTL)}
-	case lim.MaxTTL > 0 && c.TTL > lim.MaxTTL:
-		return &ConfigError{Rule: fmt.Sprintf("--ttl %s is above the store's maximum lease TTL %s", c.TTL, lim.MaxTTL)}
+	var le *leasestore.LimitError
+	if !errors.As(lim.Check(c.TTL, c.Slots), &le) {
+		return nil
 	}
-	return nil
+	if le.TTLLimit() {
+		return &ConfigError{Rule: "--ttl " + le.Error()}
+	}
+	return &ConfigError{Rule: fmt.Sprintf("--slots %d: this store runs at most %d per job", c.Slots, lim.Slots())}
 }
 
 // IsConfigError reports whether err is a usage error found by Validate.

@@ -119,3 +119,16 @@ func TestCheckStoreNamesTheStoresSlotLimit(t *testing.T) {
 		}
 	}
 }
+
+// A store whose Limits leave MaxSlots zero runs one slot per job: --slots 1
+// is accepted, more is refused naming one.
+func TestCheckStoreZeroMaxSlotsIsOne(t *testing.T) {
+	unset := leasestore.Limits{}
+	if c := (supervise.Config{TTL: time.Minute, Slots: 1}); c.CheckStore(unset) != nil {
+		t.Errorf("--slots 1 refused by a store with MaxSlots unset: %v", c.CheckStore(unset))
+	}
+	c := supervise.Config{TTL: time.Minute, Slots: 2}
+	if err := c.CheckStore(unset); err == nil || err.Error() != "--slots 2: this store runs at most 1 per job" {
+		t.Errorf("--slots 2 on a store with MaxSlots unset: %v", err)
+	}
+}

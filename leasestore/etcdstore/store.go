@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasectl/leasectl/leasestore"
@@ -50,6 +51,9 @@ type Store struct {
 	held    map[runKey]heldRun   // the runs this client acquired last, by job and slot
 	written map[runKey]*jobState // what this client's Acquire or Renew wrote of each
 
+	// feedStarted is set by StartTokens, which the one Store that wraps
+	// this driver calls once.
+	feedStarted atomic.Bool
 }
 
 // heldRun is what Renew needs of a run this client acquired: the etcd

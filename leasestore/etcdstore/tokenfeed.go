@@ -36,6 +36,9 @@ const feedReadTimeout = 5 * time.Second
 // StartTokens returns the Store's side of its token feed, a watch stream
 // per job followed; see leasestore.Driver.
 func (s *Store) StartTokens(_ context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	if !s.feedStarted.CompareAndSwap(false, true) {
+		return nil, leasestore.ErrFeedStarted
+	}
 	return &tokenSource{s: s, hub: hub, streams: map[string]*jobStream{}, progress: make(chan struct{})}, nil
 }
 

@@ -37,14 +37,17 @@ func (e *Store) publishToken(job string) { poke(e.tokenPath(job)) }
 // StartTokens starts the Store's side of its token feed, one file watcher
 // and the goroutine that reads it; see leasestore.Driver.
 func (e *Store) StartTokens(_ context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	e.feedMu.Lock()
+	defer e.feedMu.Unlock()
+	if e.feed != nil {
+		return nil, leasestore.ErrFeedStarted
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, &leasestore.UnavailableError{Op: "watch tokens", Err: fmt.Errorf("starting file watcher: %w", err)}
 	}
 	src := &tokenSource{e: e, hub: hub, w: w, done: make(chan struct{}), jobs: map[string]string{}}
-	e.feedMu.Lock()
 	e.feed = src
-	e.feedMu.Unlock()
 	go src.run()
 	return src, nil
 }

@@ -41,6 +41,9 @@ type Store struct {
 	// copied follows the runs whose acquire went to more than one
 	// registry: a copy may still land.
 	copied *failover.Copies
+	// feedStarted is set by StartTokens, which the one Store that wraps
+	// this driver calls once.
+	feedStarted atomic.Bool
 }
 
 var _ leasestore.Driver = (*Store)(nil)

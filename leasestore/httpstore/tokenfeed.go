@@ -34,6 +34,9 @@ var ErrNoTokenFeed = errors.New("the store behind the registry has no token feed
 // to say how far each of this Store's watches had got then, and waits
 // until each has handed its states that far to the hub.
 func (s *Store) StartTokens(_ context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	if !s.feedStarted.CompareAndSwap(false, true) {
+		return nil, leasestore.ErrFeedStarted
+	}
 	return &tokenSource{s: s, hub: hub, watches: map[string]*registryWatch{}}, nil
 }
 

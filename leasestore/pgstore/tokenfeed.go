@@ -71,6 +71,9 @@ func tokenChannel(namespace string) string {
 func (s *Store) StartTokens(ctx context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
 	s.feedMu.Lock()
 	defer s.feedMu.Unlock()
+	if s.feed != nil {
+		return nil, leasestore.ErrFeedStarted
+	}
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	f := &tokenFeed{

@@ -52,6 +52,11 @@ const (
 // (lua/sync.lua), and returns once every marker came back: notifications
 // travel the same way, so all those published before have arrived.
 func (s *Store) StartTokens(_ context.Context, hub *leasestore.TokenHub) (leasestore.TokenSource, error) {
+	s.feedMu.Lock()
+	defer s.feedMu.Unlock()
+	if s.feed != nil {
+		return nil, leasestore.ErrFeedStarted
+	}
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -60,9 +65,7 @@ func (s *Store) StartTokens(_ context.Context, hub *leasestore.TokenHub) (leases
 		done: make(chan struct{}), jobs: map[string]string{}, waiting: map[string][]chan struct{}{},
 		beats: map[string]*beat{}, shards: map[string]int{},
 	}
-	s.feedMu.Lock()
 	s.feed = f
-	s.feedMu.Unlock()
 	go f.run()
 	return f, nil
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -170,4 +171,21 @@ func testTokenFeed(t *testing.T, h fixture) {
 			t.Errorf("a closed watch was called: %+v", after[before:])
 		}
 	})
+}
+
+// testDriverWrappedOnce: a driver refuses to start its token feed for a
+// second Store wrapping it, which would leave the first one's source
+// running, never stopped.
+func testDriverWrappedOnce(t *testing.T, h fixture) {
+	d := h.Open(t)
+	first := leasestore.New(d)
+	t.Cleanup(func() { _ = first.Close() })
+	if _, err := first.WatchTokens(Ctx(t), "job", func(leasestore.TokenState) {}); err != nil {
+		t.Fatalf("WatchTokens: %v", err)
+	}
+	second := leasestore.New(d)
+	_, err := second.WatchTokens(Ctx(t), "job", func(leasestore.TokenState) {})
+	if !errors.Is(err, leasestore.ErrFeedStarted) || !errors.Is(err, leasestore.ErrUnavailable) {
+		t.Errorf("WatchTokens through a second Store over the driver: %v, want ErrFeedStarted, unavailable", err)
+	}
 }

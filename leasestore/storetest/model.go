@@ -199,7 +199,7 @@ func newLockstep(t *testing.T, h fixture, seed int64) *lockstep {
 	for _, job := range modelJobs {
 		ls.model[job] = &modelJob{rec: rules.Record{Job: job}}
 	}
-	ls.maxSlots = ls.operator.Limits().MaxSlots
+	ls.maxSlots = ls.operator.Limits().Slots()
 	return ls
 }
 

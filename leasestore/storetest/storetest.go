@@ -93,6 +93,7 @@ func Run(t *testing.T, h Harness) {
 		{"CheckToken", testCheckToken},
 		{"Subscribe", testSubscribe},
 		{"TokenFeed", testTokenFeed},
+		{"DriverWrappedOnce", testDriverWrappedOnce},
 		{"RenewKeepsTheRoundTrip", testRenewKeepsTheRoundTrip},
 		{"RecordLateReleasesARunStillThere", testRecordLateReleases},
 		{"RecordLateWithdrawsACountedCrash", testRecordLateWithdraws},
