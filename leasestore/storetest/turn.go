@@ -42,14 +42,7 @@ func testWakeInTurn(t *testing.T, h fixture) {
 // after the last success) leaves the queue while the slot is free, which
 // brings the next waiter's turn.
 func testRefusedHeadWakesNext(t *testing.T, h fixture) {
-	if !h.WakesInTurn {
-		t.Skip("the store wakes every waiter of the job")
-	}
-	s := client(t, h.Fixture)
-	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
-	subs := queueUp(t, s, "job", 1, "b", "c")
-	Release(t, s, a, leasestore.ResultCompleted)
-	awaitWake(t, subs["b"], "b, first in the queue, on a's release")
+	s, subs := bsTurnBeforeC(t, h)
 	// The job's own subscription is the registry's, and that of the
 	// waiters of a leasectl older than waking in turn.
 	job, err := s.Subscribe(Ctx(t), "job", "")
@@ -63,6 +56,23 @@ func testRefusedHeadWakesNext(t *testing.T, h fixture) {
 	errorAs[*leasestore.TooSoonError](t, err)
 	awaitWake(t, subs["c"], "c, first once b was refused while the slot was free")
 	awaitWake(t, job, "the job's subscription, once b was refused while the slot was free")
+}
+
+// bsTurnBeforeC brings waiter b's turn on a job of one slot, with c
+// waiting behind it: a holds the job, b and c queue up, and a's release
+// wakes b. It returns the store's client and b's and c's subscriptions; a
+// store that wakes every waiter skips the test.
+func bsTurnBeforeC(t *testing.T, h fixture) (Client, map[string]leasestore.Subscription) {
+	t.Helper()
+	if !h.WakesInTurn {
+		t.Skip("the store wakes every waiter of the job")
+	}
+	s := client(t, h.Fixture)
+	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
+	subs := queueUp(t, s, "job", 1, "b", "c")
+	Release(t, s, a, leasestore.ResultCompleted)
+	awaitWake(t, subs["b"], "b, first in the queue, on a's release")
+	return s, subs
 }
 
 // queueUp subscribes each of waiters to job's wake-ups, in turn, and puts

@@ -57,14 +57,7 @@ func testCountedCrashesWakeInTurn(t *testing.T, h fixture) {
 // without a token) leaves the queue while the slot is free, which brings
 // the next waiter's turn, as when it leaves.
 func testGiveUpWakesNext(t *testing.T, h fixture) {
-	if !h.WakesInTurn {
-		t.Skip("the store wakes every waiter of the job")
-	}
-	s := client(t, h.Fixture)
-	a := Acquire(t, s, slotRequest("job", "a", LongTTL, 1, true))
-	subs := queueUp(t, s, "job", 1, "b", "c")
-	Release(t, s, a, leasestore.ResultCompleted)
-	awaitWake(t, subs["b"], "b, first in the queue, on a's release")
+	s, subs := bsTurnBeforeC(t, h)
 	recordLate(t, s, leasestore.LateOutcome{Job: "job", Holder: "b", Outcome: Outcome(leasestore.ResultNotStarted)})
 	awaitWake(t, subs["c"], "c, first once b gave up on its grant while the slot was free")
 }
