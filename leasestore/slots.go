@@ -21,6 +21,21 @@ type Waiter struct {
 	Until  time.Time // when its place lapses unless it asks again
 }
 
+// Turn is the waiters whose turn it is: the first of queue (oldest first,
+// lapsed places left out), as many as there are free slots. Those behind
+// could not be granted a slot, so a store that wakes waiters in their turn
+// wakes only these.
+func Turn(queue []Waiter, free int) []string {
+	var turn []string
+	for _, w := range queue {
+		if len(turn) >= free {
+			break
+		}
+		turn = append(turn, w.Worker)
+	}
+	return turn
+}
+
 // SlotsError is returned by Acquire when the request asks for another
 // number of slots than the job's runs in flight were granted with: all
 // runs of a job must agree on it, and a change takes effect once the job

@@ -191,7 +191,7 @@ func (h *hub) wake(w *jobWatch) {
 	cancel()
 	var turn []string
 	if err == nil {
-		turn = turnOf(st)
+		turn = leasestore.Turn(st.Queue, max(st.Slots, 1)-len(st.Holders))
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -200,20 +200,6 @@ func (h *hub) wake(w *jobWatch) {
 			s.notify()
 		}
 	}
-}
-
-// turnOf is the waiters whose turn it is in st: the first of its queue, as
-// many as slots are free.
-func turnOf(st *leasestore.JobStatus) []string {
-	free := max(st.Slots, 1) - len(st.Holders)
-	var turn []string
-	for _, w := range st.Queue {
-		if len(turn) >= free {
-			break
-		}
-		turn = append(turn, w.Worker)
-	}
-	return turn
 }
 
 // get returns the subscription id of owner, or nil.

@@ -90,15 +90,7 @@ func (r *Record) leave(s *Step, holder string, now time.Time) {
 // their turn wakes these on a Step's Wake; those behind them could not be
 // granted a slot (Acquire), so a wake-up would only cost them a refusal.
 func (r *Record) Turn(now time.Time) []string {
-	free := r.slots() - len(r.LiveRuns(now))
-	var turn []string
-	for _, w := range r.waiting(now) {
-		if len(turn) >= free {
-			break
-		}
-		turn = append(turn, w.Worker)
-	}
-	return turn
+	return leasestore.Turn(r.waiting(now), r.slots()-len(r.LiveRuns(now)))
 }
 
 // waiting is what Status shows of the queue at now: the waiters that have
