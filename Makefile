@@ -9,7 +9,7 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS := -s -w -X github.com/leasectl/leasectl/cmd.version=$(VERSION) \
 	-X github.com/leasectl/leasectl/cmd.commit=$(COMMIT) -X github.com/leasectl/leasectl/cmd.date=$(DATE)
 
-.PHONY: build test deps vet fmt-check staticcheck rules-check bench bench-full bench-etcd chaos man completions release-check fuzz
+.PHONY: build test deps vet fmt-check staticcheck rules-check bench bench-full bench-deps chaos man completions release-check fuzz
 
 # build writes bin/leasectl and, beside it, the small watchdog program every
 # run starts (docs/design.md §6.1); a leasectl with no leasectl-watchdog beside
@@ -85,13 +85,18 @@ test: deps fmt-check vet staticcheck rules-check
 # adds the store, topology, etcd, PostgreSQL and registry figures: 10 to 15
 # minutes. etcd is installed on first use; if it cannot be, its lines are
 # skipped.
-bench: deps bench-etcd
+bench: deps bench-deps
 	$(GO) run ./bench
 
-bench-full: deps bench-etcd
+bench-full: deps bench-deps
 	$(GO) run ./bench -full
 
-bench-etcd:
+# bench-deps installs what only the bench uses: etcd for its reference
+# figures, and GNU time, which reads the peak memory of the floor commands.
+bench-deps:
+	@test -x /usr/bin/time || { \
+		echo "# installing GNU time for the memory floors"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq time >/dev/null; }
 	@command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1 || { \
 		echo "# installing etcd-server and etcd-client for the reference figures"; \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client; } >/dev/null 2>&1 \

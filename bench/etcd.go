@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,8 +30,8 @@ const (
 	expiryProbes = 10
 )
 
-// etcdFigures prints the etcd store's figures beside `etcdctl lock`'s:
-// `run -- true` and the handoff, interleaved with etcdctl's; the lag of
+// etcdFigures prints the etcd store's figures beside `etcdctl lock`'s: the
+// handoff, interleaved with etcdctl's; the lag of
 // etcd's lease expiry; failover after SIGKILL; fail-fast after the
 // member is frozen; and a scan of 100,000 runs in flight of which 1,000
 // crashed. The bench's etcd is a single member, its own leader.
@@ -40,7 +39,7 @@ func (b *bench) etcdFigures() error {
 	if b.etcd == nil {
 		return nil
 	}
-	for _, step := range []func() error{b.etcdStartup, b.etcdHandoffs, b.etcdExpiryLag, b.etcdFailover, b.etcdFailFast, b.etcdScan} {
+	for _, step := range []func() error{b.etcdHandoffs, b.etcdExpiryLag, b.etcdFailover, b.etcdFailFast, b.etcdScan} {
 		if err := step(); err != nil {
 			return fmt.Errorf("etcd: %w", err)
 		}
@@ -50,35 +49,6 @@ func (b *bench) etcdFigures() error {
 
 // etcdStoreURL is the bench etcd's store URL.
 func (b *bench) etcdStoreURL() string { return "etcd://" + strings.TrimPrefix(b.etcdURL, "http://") }
-
-// etcdStartup times `leasectl run -- true` on etcd against `etcdctl lock j
-// -- true` and `flock -n`, interleaved.
-func (b *bench) etcdStartup() error {
-	lockFile := b.file("flock")
-	cmds := []starter{
-		{"flock", func() *exec.Cmd { return exec.Command("flock", "-n", lockFile, "true") }},
-		{"etcd_lock", func() *exec.Cmd { return b.etcdctl("lock", "j", "--", "true") }},
-		{"run_etcd", func() *exec.Cmd { return b.leasectlAt(b.etcdStoreURL(), "run", "--job", "j", "--", "true") }},
-	}
-	samples := map[string][]float64{}
-	for round := range warmupRounds + startupRounds {
-		for _, i := range b.rng.Perm(len(cmds)) {
-			cmd := cmds[i].cmd()
-			start := time.Now()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("%s: %v: %s", cmds[i].name, err, out)
-			}
-			if round >= warmupRounds {
-				samples[cmds[i].name] = append(samples[cmds[i].name], ms(time.Since(start)))
-			}
-		}
-	}
-	run, lock := median(samples["run_etcd"]), median(samples["etcd_lock"])
-	line("run_etcd_ms", run, "ms", fmt.Sprintf("leasectl run --job j -- true, local single-member etcd; median of %d interleaved with etcdctl lock (%.2f ms)", startupRounds, lock))
-	line("run_etcd_vs_etcd_lock", run/lock, "x", "target <= 0.8")
-	line("run_etcd_vs_flock", run/median(samples["flock"]), "x", "reference")
-	return nil
-}
 
 // etcdHandoffs times the handoff with --wait on etcd against etcdctl lock's,
 // interleaved.

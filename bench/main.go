@@ -53,7 +53,7 @@ type step struct {
 var steps = []step{
 	{"startup", (*bench).startup, true}, {"budget", (*bench).budget, true}, {"handoffs", (*bench).handoffs, true},
 	{"failover", (*bench).failover, true}, {"failfast", (*bench).failFast, true}, {"rss", (*bench).rss, true},
-	{"store", (*bench).storeFigures, false}, {"fence", (*bench).fenceFigures, true}, {"etcdwrites", (*bench).etcdProposals, true},
+	{"store", (*bench).storeFigures, false}, {"fence", (*bench).fenceFigures, true}, {"etcdrun", (*bench).etcdRun, true},
 	{"topologies", (*bench).topologies, false}, {"etcd", (*bench).etcdFigures, false}, {"hedging", (*bench).etcdHedging, false},
 	{"postgres", (*bench).postgres, false}, {"registry", (*bench).registryFigures, false}, {"overdue", (*bench).overdueFigures, false},
 	{"notify", (*bench).notifyFigures, true},

@@ -4,7 +4,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,8 +20,21 @@ const rssSettle = 500 * time.Millisecond
 // rss reads the peak resident set (VmHWM) of the supervisor and of its
 // watchdog while a child runs, on both stores, and their anonymous memory
 // (RssAnon): the rest of their resident set is the binaries' pages, which
-// the page cache shares between every run on the host.
+// the page cache shares between every run on the host. Beside them, the
+// floors of the same run (rssFloors).
 func (b *bench) rss() error {
+	floors, err := b.rssFloors()
+	if err != nil {
+		return err
+	}
+	// A run is two processes: the supervisor, which links every package
+	// leasectl links, and the watchdog, a small Go program. Neither can
+	// hold less than init_only and empty_go, which do nothing but start.
+	floor := floors["init_only"] + floors["empty_go"]
+	line("flock_rss_mb", floors["flock"], "MB", "reference: peak RSS of flock -n FILE true, as GNU time reports it (each floor below the same way)")
+	line("setnx_rss_mb", floors["setnx"], "MB", "reference: the bare Go + go-redis SET NX, true, DEL floor")
+	line("empty_go_rss_mb", floors["empty_go"], "MB", "floor of the watchdog: an empty static Go binary")
+	line("init_only_rss_mb", floors["init_only"], "MB", "floor of the supervisor: every package leasectl links, main() {}; the binary's pages its start touches")
 	for _, store := range []struct {
 		name  string
 		redis bool
@@ -30,10 +45,61 @@ func (b *bench) rss() error {
 		}
 		line("supervisor_rss_"+store.name+"_mb", m.sup, "MB", "VmHWM of leasectl run while its child runs")
 		line("watchdog_rss_"+store.name+"_mb", m.wd, "MB", "target <= 2; VmHWM of its watchdog process, leasectl-watchdog")
-		line("supervision_rss_"+store.name+"_mb", m.sup+m.wd, "MB", "target <= 10; supervisor + watchdog, what a run costs the host beside its child")
+		line("supervision_rss_"+store.name+"_mb", m.sup+m.wd, "MB", fmt.Sprintf("target <= 10; supervisor + watchdog, what a run costs the host beside its child; floor %.2f MB in this run (init_only + empty_go)", floor))
 		line("supervision_anon_"+store.name+"_mb", m.supAnon+m.wdAnon, "MB", "reference: their RssAnon, what each further run at once adds (the binaries' pages are shared)")
 	}
 	return nil
+}
+
+// rssFloors runs each floor command startupRounds times, interleaved, and
+// returns the median of each one's peak resident set in MB.
+func (b *bench) rssFloors() (map[string]float64, error) {
+	lockFile := b.file("flock")
+	cmds := map[string][]string{
+		"flock":     {"flock", "-n", lockFile, "true"},
+		"setnx":     {b.setnx, b.redis.URL, "setnx-rss", "true"},
+		"empty_go":  {b.emptyGo},
+		"init_only": {b.initOnly},
+	}
+	names := slices.Sorted(maps.Keys(cmds))
+	peaks := map[string][]float64{}
+	for round := range warmupRounds + startupRounds {
+		for _, i := range b.rng.Perm(len(names)) {
+			mb, err := b.peakRSS(cmds[names[i]])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", names[i], err)
+			}
+			if round >= warmupRounds {
+				peaks[names[i]] = append(peaks[names[i]], mb)
+			}
+		}
+	}
+	floors := map[string]float64{}
+	for name, xs := range peaks {
+		floors[name] = median(xs)
+	}
+	return floors, nil
+}
+
+// peakRSS runs argv to its end under GNU time and returns its peak resident
+// set in MB (%M, the kernel's ru_maxrss). A child bench started itself
+// would report bench's own peak: Go starts a command with vfork, and the
+// kernel counts the memory the child shared with bench until its exec.
+func (b *bench) peakRSS(argv []string) (float64, error) {
+	out := b.file("peak-rss")
+	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", out}, argv...)...)
+	if combined, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%v: %s", err, combined)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		return 0, err
+	}
+	kb, err := strconv.ParseFloat(strings.TrimSpace(string(raw)), 64)
+	if err != nil {
+		return 0, fmt.Errorf("GNU time's %%M: %w", err)
+	}
+	return kb / 1024, nil
 }
 
 // runMemory is what a run's two processes hold, in MB.
