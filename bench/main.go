@@ -124,6 +124,7 @@ type bench struct {
 	setnx    string
 	emptyGo  string
 	initOnly string
+	tlsFloor string
 	rng      *rand.Rand
 	servers
 	seq int // numbers files and job IDs
@@ -135,13 +136,15 @@ type bench struct {
 const emptyGoSource = "package main\n\nfunc main() {}\n"
 
 // build compiles leasectl as the release does, with its small watchdog
-// beside it, the helpers, and the empty Go program, all the same way.
+// beside it, the helpers (the registry's floor among them), and the empty Go
+// program, all the same way.
 func (b *bench) build() error {
 	b.leasectl = filepath.Join(b.tmp, "leasectl")
 	b.stamp = filepath.Join(b.tmp, "stamp")
 	b.setnx = filepath.Join(b.tmp, "setnx")
 	b.emptyGo = filepath.Join(b.tmp, "empty-go")
 	b.initOnly = filepath.Join(b.tmp, "init-only")
+	b.tlsFloor = filepath.Join(b.tmp, "tlsfloor")
 	emptyDir := filepath.Join(b.tmp, "empty-go-src")
 	if err := os.Mkdir(emptyDir, 0o755); err != nil {
 		return err
@@ -152,7 +155,8 @@ func (b *bench) build() error {
 		}
 	}
 	for _, t := range []struct{ out, dir, pkg string }{
-		{b.leasectl, "", "."}, {filepath.Join(b.tmp, "leasectl-watchdog"), "", "./cmd/leasectl-watchdog"}, {b.stamp, "", "./bench/stamp"}, {b.setnx, "", "./bench/setnx"}, {b.initOnly, "", "./bench/initonly"}, {b.emptyGo, emptyDir, "."},
+		{b.leasectl, "", "."}, {filepath.Join(b.tmp, "leasectl-watchdog"), "", "./cmd/leasectl-watchdog"}, {b.stamp, "", "./bench/stamp"}, {b.setnx, "", "./bench/setnx"}, {b.initOnly, "", "./bench/initonly"},
+		{b.tlsFloor, "", "./bench/tlsfloor"}, {b.emptyGo, emptyDir, "."},
 	} {
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", t.out, t.pkg)
 		cmd.Dir = t.dir

@@ -64,130 +64,303 @@ const (
 // one per worker per registryHeartbeat, straight on Redis and then through
 // serve (p50, p99, and the difference at p50: what the registry adds);
 // serve's CPU and resident memory meanwhile; and renewals back to back
-// through serve by registryFlooders of them (requests a second, p50, p99).
+// through serve by registryFlooders of them (requests a second, p50, p99,
+// CPU time a renewal). Those through serve are measured through the
+// registry's floor too (bench/tlsfloor): a bare net/http server over TLS
+// with the same certificates, answering each request with a canned answer
+// and doing no store work. Each target's line names the floor of this run:
+// what serve costs above it is leasectl's own.
+//
+// The floor's phases follow serve's, with a fleet of their own. Two fleets
+// connected at once would need more descriptors than this process may
+// usually open (10,000 connections each); and serve's phases, first, run as
+// they did before the floor was measured. Serve is stopped and its fleet
+// gone before the floor's fleet connects, so that each server shares the
+// machine with its own workers only (and, for serve, Redis).
 func (b *bench) registryFigures() error {
-	srv, url, certs, err := b.startServe("registry", b.redis.URL+"?pool_size="+strconv.Itoa(registryPool))
-	if err != nil {
-		return err
-	}
-	defer func() {
-		_ = srv.Process.Kill()
-		_ = srv.Wait()
-	}()
-
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	direct := make([]*leasestore.Store, registryWorkers)
-	remote := make([]*leasestore.Store, registryWorkers)
-	for i := range registryWorkers {
-		if i%registryPerRedis == 0 {
-			d, err := redisstore.Open(b.redis.URL, registryNamespace)
-			if err != nil {
-				return err
-			}
-			direct[i] = leasestore.New(d)
-			defer direct[i].Close()
-		} else {
-			direct[i] = direct[i-i%registryPerRedis]
-		}
-		d, err := httpstore.Open(url, registryNamespace, httpstore.Options{Token: registryToken, CAFile: certs.CA})
-		if err != nil {
-			return err
-		}
-		remote[i] = leasestore.New(d)
-		defer remote[i].Close()
-	}
-	leases := make([]*leasestore.Lease, registryWorkers)
-	for lo := 0; lo < registryWorkers; lo += registryConnecting {
-		err = forWorkers(min(registryConnecting, registryWorkers-lo), func(i int) error {
-			var err error
-			leases[lo+i], err = remote[lo+i].Acquire(ctx, request(fmt.Sprintf("load-%05d", lo+i), time.Minute, 3))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("acquiring the workers' leases through serve: %w", err)
-		}
-	}
-
-	directLat, _, err := paced(ctx, direct, leases)
-	if err != nil {
-		return fmt.Errorf("renewing on Redis: %w", err)
-	}
-	cpu0, err := procCPU(srv.Process.Pid)
+	serve := &registryServer{name: "serve"}
+	directLat, certs, err := b.serveFigures(ctx, serve)
 	if err != nil {
 		return err
 	}
-	remoteLat, window, err := paced(ctx, remote, leases)
-	if err != nil {
-		return fmt.Errorf("renewing through serve: %w", err)
-	}
-	cpu1, err := procCPU(srv.Process.Pid)
-	if err != nil {
+	floor := &registryServer{name: "the floor"}
+	if err := b.floorFigures(ctx, floor, certs, serve.leases[0]); err != nil {
 		return err
 	}
-	pacedRSS, err := vmHWM(srv.Process.Pid)
-	if err != nil {
-		return err
-	}
-	type round struct {
-		lat []float64
-		rps float64
-	}
-	var rounds []round
-	var used cpuShares
-	renewals := 0
-	for range registryFloods {
-		before, err := readShares(srv.Process.Pid, b.redis.PID())
-		if err != nil {
-			return err
-		}
-		lat, took, err := flood(ctx, remote[:registryFlooders], leases)
-		if err != nil {
-			return fmt.Errorf("renewing back to back through serve: %w", err)
-		}
-		after, err := readShares(srv.Process.Pid, b.redis.PID())
-		if err != nil {
-			return err
-		}
-		used = used.add(after.sub(before))
-		renewals += len(lat)
-		rounds = append(rounds, round{lat, float64(len(lat)) / took.Seconds()})
-	}
-	slices.SortFunc(rounds, func(a, b round) int { return cmp.Compare(a.rps, b.rps) })
-	med := rounds[len(rounds)/2]
-	rss, err := vmHWM(srv.Process.Pid)
-	if err != nil {
-		return err
-	}
-
-	n := fmt.Sprintf("%d workers, each its own connection to serve (%d share each direct Redis connection)", registryWorkers, registryPerRedis)
-	dp50, rp50 := percentile(directLat, 50), percentile(remoteLat, 50)
-	line("registry_direct_renew_p50_ms", dp50, "ms", fmt.Sprintf("Renew straight on Redis, one every %s per worker, %s; p99 %.2f ms", registryHeartbeat, n, percentile(directLat, 99)))
-	line("registry_renew_p50_ms", rp50, "ms", fmt.Sprintf("the same through leasectl serve (HTTP/1.1 over TLS, Redis pool_size=%d)", registryPool))
-	line("registry_renew_p99_ms", percentile(remoteLat, 99), "ms", "target <= 5")
-	line("registry_added_p50_ms", rp50-dp50, "ms", "target <= 1; what the registry adds over the store it fronts, at p50")
-	line("registry_paced_rps", float64(len(remoteLat))/window.Seconds(), "req/s", fmt.Sprintf("%d workers with a %s heartbeat", registryWorkers, registryHeartbeat))
-	line("registry_paced_cpu_percent", 100*(cpu1-cpu0)/window.Seconds(), "%", "target <= 25; serve's CPU time over the paced window, in % of one core")
-	line("registry_paced_rss_mb", pacedRSS, "MB", fmt.Sprintf("target <= 200; serve's peak resident memory (VmHWM) with %d workers connected and heartbeating", registryWorkers))
-	line("registry_max_rps", med.rps, "req/s", fmt.Sprintf("target >= 15000 on 2 cores; %d workers renewing back to back through one serve, median of %d rounds of %s (%.0f-%.0f)",
-		registryFlooders, registryFloods, registryFlood, rounds[0].rps, rounds[len(rounds)-1].rps))
-	line("registry_max_p50_ms", percentile(med.lat, 50), "ms", fmt.Sprintf("back to back, the median round; p99 %.2f ms", percentile(med.lat, 99)))
-	line("registry_max_rss_mb", rss, "MB", "the same after the back-to-back renewals")
-	per := func(sec float64) float64 { return sec / float64(renewals) * 1e6 }
-	total := per(used.serve + used.redis + used.clients)
-	line("registry_max_serve_cpu_us", per(used.serve), "us", "serve's CPU time a renewal back to back, over every round: steadier than the rate on a busy machine")
-	line("registry_max_redis_cpu_us", per(used.redis), "us", "Redis's")
-	line("registry_max_clients_cpu_us", per(used.clients), "us", "the bench's workers' (each its own TLS connection, as every run has)")
-	line("registry_max_ceiling_rps", 2e6/total, "req/s", fmt.Sprintf("what 2 idle cores give at most at %.0f us of CPU a renewal (serve, Redis and the workers); 15,000/s needs at most 133", total))
+	printRegistry(directLat, serve, floor)
 	return nil
 }
 
-// cpuShares are CPU times (seconds) of serve, Redis and this process,
-// whose goroutines are the workers.
+// serveFigures starts serve in front of the bench's Redis, connects s's
+// fleet to it, renews the fleet's leases paced straight on Redis, and
+// measures s (measure). It returns the latencies straight on Redis (ms) and
+// serve's certificates, and stops serve.
+func (b *bench) serveFigures(ctx context.Context, s *registryServer) ([]float64, testcert.Files, error) {
+	srv, url, certs, err := b.startServe("registry", b.redis.URL+"?pool_size="+strconv.Itoa(registryPool))
+	if err != nil {
+		return nil, certs, err
+	}
+	defer stopServer(srv)
+	s.pid = srv.Process.Pid
+	defer s.close()
+	if err := s.connect(ctx, url, certs.CA); err != nil {
+		return nil, certs, err
+	}
+	direct := make([]*leasestore.Store, registryWorkers)
+	for i := range registryWorkers {
+		if i%registryPerRedis != 0 {
+			direct[i] = direct[i-i%registryPerRedis]
+			continue
+		}
+		d, err := redisstore.Open(b.redis.URL, registryNamespace)
+		if err != nil {
+			return nil, certs, err
+		}
+		direct[i] = leasestore.New(d)
+		defer direct[i].Close()
+	}
+	directLat, _, err := paced(ctx, direct, s.leases)
+	if err != nil {
+		return nil, certs, fmt.Errorf("renewing on Redis: %w", err)
+	}
+	return directLat, certs, s.measure(ctx, b.redis.PID())
+}
+
+// floorFigures starts the registry's floor with serve's certificates
+// (certs), answering as serve answered a worker's acquire with l, connects
+// s's fleet to it and measures s (measure), and stops the floor.
+func (b *bench) floorFigures(ctx context.Context, s *registryServer, certs testcert.Files, l *leasestore.Lease) error {
+	answers, err := floorAnswers(l, registryRequest(0))
+	if err != nil {
+		return err
+	}
+	cmd, url, err := b.startFloor(certs, answers)
+	if err != nil {
+		return err
+	}
+	defer stopServer(cmd)
+	s.pid = cmd.Process.Pid
+	defer s.close()
+	if err := s.connect(ctx, url, certs.CA); err != nil {
+		return err
+	}
+	return s.measure(ctx, b.redis.PID())
+}
+
+// printRegistry prints the registry's figures: renewals straight on Redis
+// (directLat), through serve, and through the floor, named in each target's
+// comment.
+func printRegistry(directLat []float64, serve, floor *registryServer) {
+	n := fmt.Sprintf("%d workers, each its own connection to serve (%d share each direct Redis connection)", registryWorkers, registryPerRedis)
+	dp50, rp50, fp50 := percentile(directLat, 50), percentile(serve.paced.lat, 50), percentile(floor.paced.lat, 50)
+	med, floorMed := serve.flooded.median(), floor.flooded.median()
+	line("registry_direct_renew_p50_ms", dp50, "ms", fmt.Sprintf("Renew straight on Redis, one every %s per worker, %s; p99 %.2f ms", registryHeartbeat, n, percentile(directLat, 99)))
+	line("registry_renew_p50_ms", rp50, "ms", fmt.Sprintf("the same through leasectl serve (HTTP/1.1 over TLS, Redis pool_size=%d)", registryPool))
+	line("registry_renew_p99_ms", percentile(serve.paced.lat, 99), "ms", "target <= 5; "+floorIs("%.2f ms", percentile(floor.paced.lat, 99)))
+	line("registry_added_p50_ms", rp50-dp50, "ms", "target <= 1; what the registry adds over the store it fronts, at p50; "+floorIs("%.2f ms", fp50)+", a round trip to it")
+	line("registry_paced_rps", serve.paced.rps(), "req/s", fmt.Sprintf("%d workers with a %s heartbeat", registryWorkers, registryHeartbeat))
+	line("registry_paced_cpu_percent", serve.paced.cpuPercent, "%", "target <= 25; serve's CPU time over the paced window, in % of one core; "+floorIs("%.2f%%", floor.paced.cpuPercent))
+	line("registry_paced_rss_mb", serve.paced.rss, "MB", fmt.Sprintf("target <= 200; serve's peak resident memory (VmHWM) with %d workers connected and heartbeating; %s", registryWorkers, floorIs("%.2f MB", floor.paced.rss)))
+	line("registry_max_rps", med.rps, "req/s", fmt.Sprintf("target >= 15000 on 2 cores; %d workers renewing back to back through one serve, median of %d rounds of %s (%s); %s",
+		registryFlooders, registryFloods, registryFlood, serve.flooded.spread(), floorIs("%.0f req/s", floorMed.rps)))
+	line("registry_max_p50_ms", percentile(med.lat, 50), "ms", fmt.Sprintf("back to back, the median round; p99 %.2f ms", percentile(med.lat, 99)))
+	line("registry_max_rss_mb", serve.flooded.rss, "MB", "the same after the back-to-back renewals")
+	used := serve.flooded.perRenewal()
+	line("registry_max_serve_cpu_us", used.serve, "us", "serve's CPU time a renewal back to back, over every round: steadier than the rate on a busy machine")
+	line("registry_max_redis_cpu_us", used.redis, "us", "Redis's")
+	line("registry_max_clients_cpu_us", used.clients, "us", "the bench's workers' (each its own TLS connection, as every run has)")
+	line("registry_max_ceiling_rps", serve.flooded.ceiling(), "req/s", fmt.Sprintf("what 2 idle cores give at most at %.0f us of CPU a renewal (serve, Redis and the workers); 15,000/s needs at most 133; %s",
+		used.total(), floorIs("%.0f req/s", floor.flooded.ceiling())))
+
+	floorUsed := floor.flooded.perRenewal()
+	line("registry_floor_renew_p50_ms", fp50, "ms", "the floor: the same renewals through a bare net/http server over TLS (bench/tlsfloor) with canned answers and no store")
+	line("registry_floor_renew_p99_ms", percentile(floor.paced.lat, 99), "ms", "the same, 99th percentile")
+	line("registry_floor_paced_cpu_percent", floor.paced.cpuPercent, "%", "the floor's CPU time over its paced window, in % of one core")
+	line("registry_floor_paced_rss_mb", floor.paced.rss, "MB", fmt.Sprintf("the floor's VmHWM with %d workers connected and heartbeating: what net/http and TLS hold for them", registryWorkers))
+	line("registry_floor_max_rps", floorMed.rps, "req/s", fmt.Sprintf("back to back through the floor, median round (%s); p50 %.2f ms", floor.flooded.spread(), percentile(floorMed.lat, 50)))
+	line("registry_floor_max_rss_mb", floor.flooded.rss, "MB", "the same after the back-to-back renewals")
+	line("registry_floor_serve_cpu_us", floorUsed.serve, "us", "the floor's CPU time an answer back to back, over every round")
+	line("registry_floor_clients_cpu_us", floorUsed.clients, "us", "the workers' against the floor")
+}
+
+// registryServer is a server the workers renew through, serve or the floor:
+// its fleet of registryWorkers workers, each a store with a connection of
+// its own, and what it measured.
+type registryServer struct {
+	name    string // in errors
+	pid     int
+	stores  []*leasestore.Store
+	leases  []*leasestore.Lease
+	paced   pacedFigures
+	flooded floodFigures
+}
+
+// pacedFigures are a server's paced window: the renewals' latencies (ms), how
+// long the window took, the server's CPU over it in % of one core, and its
+// VmHWM after it (MB).
+type pacedFigures struct {
+	lat        []float64
+	window     time.Duration
+	cpuPercent float64
+	rss        float64
+}
+
+func (p pacedFigures) rps() float64 { return float64(len(p.lat)) / p.window.Seconds() }
+
+// floodFigures are a server's back-to-back rounds, the CPU times used over
+// them all, the renewals answered, and its VmHWM after them (MB).
+type floodFigures struct {
+	rounds   []round
+	used     cpuShares
+	renewals int
+	rss      float64
+}
+
+// round is one back-to-back round: the renewals' latencies (ms) and their
+// rate.
+type round struct {
+	lat []float64
+	rps float64
+}
+
+// registryRequest is worker i's acquire.
+func registryRequest(i int) leasestore.AcquireRequest {
+	return request(fmt.Sprintf("load-%05d", i), time.Minute, 3)
+}
+
+// connect opens the fleet's stores at url, trusting the CA in ca, and
+// acquires each worker's lease, registryConnecting workers at a time.
+func (s *registryServer) connect(ctx context.Context, url, ca string) error {
+	s.stores = make([]*leasestore.Store, registryWorkers)
+	s.leases = make([]*leasestore.Lease, registryWorkers)
+	for i := range registryWorkers {
+		d, err := httpstore.Open(url, registryNamespace, httpstore.Options{Token: registryToken, CAFile: ca})
+		if err != nil {
+			return err
+		}
+		s.stores[i] = leasestore.New(d)
+	}
+	for lo := 0; lo < registryWorkers; lo += registryConnecting {
+		err := forWorkers(min(registryConnecting, registryWorkers-lo), func(i int) error {
+			var err error
+			s.leases[lo+i], err = s.stores[lo+i].Acquire(ctx, registryRequest(lo+i))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("acquiring the workers' leases through %s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// close closes the fleet's stores, and lets them go.
+func (s *registryServer) close() {
+	for _, st := range s.stores {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+	s.stores = nil
+}
+
+// measure renews the fleet's leases through s paced (pace), then back to
+// back for registryFloods rounds (floodRound, with Redis's pid redis), and
+// reads the server's VmHWM after them.
+func (s *registryServer) measure(ctx context.Context, redis int) error {
+	if err := s.pace(ctx); err != nil {
+		return err
+	}
+	for range registryFloods {
+		if err := s.floodRound(ctx, redis); err != nil {
+			return err
+		}
+	}
+	var err error
+	s.flooded.rss, err = vmHWM(s.pid)
+	return err
+}
+
+// pace renews every worker's lease through s as paced does, reading the
+// server's CPU time over the window and its VmHWM after it.
+func (s *registryServer) pace(ctx context.Context) error {
+	cpu0, err := procCPU(s.pid)
+	if err != nil {
+		return err
+	}
+	lat, window, err := paced(ctx, s.stores, s.leases)
+	if err != nil {
+		return fmt.Errorf("renewing through %s: %w", s.name, err)
+	}
+	cpu1, err := procCPU(s.pid)
+	if err != nil {
+		return err
+	}
+	rss, err := vmHWM(s.pid)
+	if err != nil {
+		return err
+	}
+	s.paced = pacedFigures{lat: lat, window: window, cpuPercent: 100 * (cpu1 - cpu0) / window.Seconds(), rss: rss}
+	return nil
+}
+
+// floodRound runs one back-to-back round through s by registryFlooders of
+// its workers, reading the CPU time of the server, of Redis (pid redis) and
+// of this process over it.
+func (s *registryServer) floodRound(ctx context.Context, redis int) error {
+	before, err := readShares(s.pid, redis)
+	if err != nil {
+		return err
+	}
+	lat, took, err := flood(ctx, s.stores[:registryFlooders], s.leases)
+	if err != nil {
+		return fmt.Errorf("renewing back to back through %s: %w", s.name, err)
+	}
+	after, err := readShares(s.pid, redis)
+	if err != nil {
+		return err
+	}
+	f := &s.flooded
+	f.used = f.used.add(after.sub(before))
+	f.renewals += len(lat)
+	f.rounds = append(f.rounds, round{lat, float64(len(lat)) / took.Seconds()})
+	return nil
+}
+
+// median is the round of median rate: a 2-core machine shared with other
+// work is noisy.
+func (f floodFigures) median() round {
+	s := slices.SortedFunc(slices.Values(f.rounds), func(a, b round) int { return cmp.Compare(a.rps, b.rps) })
+	return s[len(s)/2]
+}
+
+// spread is the lowest and highest rate of the rounds.
+func (f floodFigures) spread() string {
+	rates := make([]float64, 0, len(f.rounds))
+	for _, r := range f.rounds {
+		rates = append(rates, r.rps)
+	}
+	return fmt.Sprintf("%.0f-%.0f", slices.Min(rates), slices.Max(rates))
+}
+
+// perRenewal is the CPU time of each process a renewal, in microseconds.
+func (f floodFigures) perRenewal() cpuShares {
+	per := func(sec float64) float64 { return sec / float64(f.renewals) * 1e6 }
+	return cpuShares{per(f.used.serve), per(f.used.redis), per(f.used.clients)}
+}
+
+// ceiling is the rate 2 idle cores give at most at the CPU time a renewal
+// costs the server, Redis and the workers together.
+func (f floodFigures) ceiling() float64 { return 2e6 / f.perRenewal().total() }
+
+// cpuShares are CPU times of the registry's server (serve or the floor),
+// Redis and this process, whose goroutines are the workers: in seconds, or
+// in microseconds a renewal.
 type cpuShares struct{ serve, redis, clients float64 }
 
-// readShares reads the CPU times of serve (pid serve), Redis (pid redis)
-// and this process.
+// readShares reads the CPU times, in seconds, of the server (pid serve),
+// Redis (pid redis) and this process.
 func readShares(serve, redis int) (cpuShares, error) {
 	s, err := procCPU(serve)
 	if err != nil {
@@ -209,6 +382,8 @@ func (a cpuShares) sub(b cpuShares) cpuShares {
 	return cpuShares{a.serve - b.serve, a.redis - b.redis, a.clients - b.clients}
 }
 
+func (a cpuShares) total() float64 { return a.serve + a.redis + a.clients }
+
 // startServe starts `leasectl serve` in front of the store at store ("":
 // the embedded store), with its certificates and a worker's token
 // (registryToken) in a folder of b.tmp named name, and returns it with its
@@ -228,35 +403,59 @@ func (b *bench) startServe(name, store string) (*exec.Cmd, string, testcert.File
 	}
 	cmd := b.leasectlAt(store, "--namespace", registryNamespace, "--log-level", "info", "serve",
 		"--listen", "127.0.0.1:0", "--tokens", tokens, "--tls-cert", certs.ServerCert, "--tls-key", certs.ServerKey, "--rate-limit", "0")
-	stderr, err := cmd.StderrPipe()
+	url, err := startServing(cmd, "leasectl serve")
 	if err != nil {
 		return nil, "", testcert.Files{}, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, "", testcert.Files{}, err
+	return cmd, url, certs, nil
+}
+
+// startServing starts cmd, a server that logs its URL on stderr in a JSON
+// line with a "url" field, as serve does, and returns that URL once it is
+// logged; the rest of its stderr is read and dropped. what names it in
+// errors.
+func startServing(cmd *exec.Cmd, what string) (string, error) {
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return "", err
 	}
-	found := make(chan string, 1)
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	type outcome struct{ url, last string } // the URL, or stderr's last line without one
+	found := make(chan outcome, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
+		var o outcome
 		for sc.Scan() {
 			var l struct {
 				URL string `json:"url"`
 			}
 			if json.Unmarshal(sc.Bytes(), &l) == nil && l.URL != "" {
-				found <- l.URL
-				break
+				found <- outcome{url: l.URL}
+				_, _ = io.Copy(io.Discard, stderr)
+				return
 			}
+			o.last = sc.Text()
 		}
-		_, _ = io.Copy(io.Discard, stderr)
+		found <- o
 	}()
 	select {
-	case url := <-found:
-		return cmd, url, certs, nil
+	case o := <-found:
+		if o.url == "" {
+			return "", fmt.Errorf("%s exited before serving: %v: %s", what, cmd.Wait(), o.last)
+		}
+		return o.url, nil
 	case <-time.After(eventTimeout):
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, "", testcert.Files{}, fmt.Errorf("leasectl serve did not start within %s", eventTimeout)
+		stopServer(cmd)
+		return "", fmt.Errorf("%s did not start within %s", what, eventTimeout)
 	}
+}
+
+// stopServer kills a server that startServing started and reaps it.
+func stopServer(cmd *exec.Cmd) {
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
 }
 
 // forWorkers runs do for workers 0 to n-1 at once and returns the first

@@ -75,10 +75,7 @@ func (b *bench) registryFIFO() error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		_ = srv.Process.Kill()
-		_ = srv.Wait()
-	}()
+	defer stopServer(srv)
 	s := slotsStore{name: "registry", url: url}
 	s.env = []string{"LEASECTL_TOKEN=" + registryToken, "LEASECTL_CA_FILE=" + certs.CA, "LEASECTL_NAMESPACE=" + registryNamespace}
 	return b.fifoFigures(s)
