@@ -79,12 +79,14 @@ test: deps fmt-check vet staticcheck rules-check
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 # bench prints the figures of docs/design.md §8 that say what a run costs
-# (start-up, CPU, memory, handoffs, failover, fail-fast, fence checks, etcd's durable writes per run) as
-# `name value unit # target`, measured side by side with flock(1) and
-# etcdctl lock in one run, and how long it took: about a minute. bench-full
-# adds the store, topology, etcd, PostgreSQL and registry figures: 10 to 15
-# minutes. etcd is installed on first use; if it cannot be, its lines are
-# skipped.
+# (start-up, CPU, memory, handoffs, failover, fail-fast, fence checks, run
+# and durable writes on etcd, slots and FIFO waiting) and what a fleet costs
+# the registry, as `name value unit # target`, each beside its floor measured
+# in the same run (flock(1), an empty Go binary, a bare go-redis SET NX,
+# etcdctl lock, a bare net/http server over TLS), and how long it took:
+# about three minutes. bench-full adds the store, topology, etcd, PostgreSQL
+# and FIFO-on-every-store figures: 10 to 15 minutes. etcd is installed on
+# first use; if it cannot be, its lines are skipped.
 bench: deps bench-deps
 	$(GO) run ./bench
 

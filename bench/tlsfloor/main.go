@@ -27,9 +27,11 @@ import (
 	"time"
 )
 
-// The HTTP server's timeouts and header bound: leasectl serve's
-// (registry/serve.go). Each request's read and write sets a deadline on its
-// connection, which every registry that cuts off stalled clients pays.
+// The HTTP server's timeouts and header bound. What they cost is that
+// they are set: each request's read and write then sets a deadline on its
+// connection, which every registry that cuts off stalled clients pays. Their
+// values do not change what a request costs; these are of the same order as
+// leasectl serve's (registry/serve.go).
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 15 * time.Second
