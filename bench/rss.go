@@ -44,7 +44,7 @@ func (b *bench) rss() error {
 			return fmt.Errorf("rss on %s: %w", store.name, err)
 		}
 		line("supervisor_rss_"+store.name+"_mb", m.sup, "MB", "VmHWM of leasectl run while its child runs")
-		line("watchdog_rss_"+store.name+"_mb", m.wd, "MB", "target <= 2; VmHWM of its watchdog process, leasectl-watchdog")
+		line("watchdog_rss_"+store.name+"_mb", m.wd, "MB", fmt.Sprintf("target <= 2; VmHWM of its watchdog process, leasectl-watchdog; floor %.2f MB in this run (empty_go)", floors["empty_go"]))
 		line("supervision_rss_"+store.name+"_mb", m.sup+m.wd, "MB", fmt.Sprintf("target <= 10; supervisor + watchdog, what a run costs the host beside its child; floor %.2f MB in this run (init_only + empty_go)", floor))
 		line("supervision_anon_"+store.name+"_mb", m.supAnon+m.wdAnon, "MB", "reference: their RssAnon, what each further run at once adds (the binaries' pages are shared)")
 	}
