@@ -74,7 +74,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 	var sub leasestore.Subscription
 	defer func() {
 		if sub != nil {
-			sub.Close()
+			s.closeAside(sub)
 		}
 	}()
 	var released <-chan struct{}
@@ -185,6 +185,21 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		retry.Stop()
 		stopWatch()
 	}
+}
+
+// closeAside closes sub without the caller waiting for it: nothing that
+// follows a wait needs its subscription gone, and a Close may take long.
+// The embedded store's is the close of an inotify instance, which waits
+// for the kernel to free its watch (an SRCU grace period): 5 to 15 ms on
+// the 2-core machine when no other watcher of the file is left, the
+// greater part of a handoff (docs/performance.md). Run waits for it before
+// it returns, so that the store is not closed under it.
+func (s *Supervisor) closeAside(sub leasestore.Subscription) {
+	s.closing.Add(1)
+	go func() {
+		defer s.closing.Done()
+		_ = sub.Close()
+	}()
 }
 
 // fired reports whether ch is closed already; a nil ch never fires.

@@ -51,6 +51,10 @@ type fakeStore struct {
 	subs     int                // Subscribe calls received
 	history  []leasestore.Event // what Status says of the job's history
 	notify   chan struct{}
+	// subClose, if not nil, holds each subscription's Close until it is
+	// closed: a Close that takes long (an inotify instance's).
+	subClose chan struct{}
+	closed   int // subscriptions whose Close returned
 }
 
 var _ leasestore.Driver = (*fakeStore)(nil)
@@ -245,13 +249,31 @@ func (f *fakeStore) Subscribe(ctx context.Context, _, _ string) (leasestore.Subs
 	case err != nil:
 		return nil, err
 	}
-	return fakeSub{f.notify}, nil
+	return fakeSub{f}, nil
 }
 
-type fakeSub struct{ c chan struct{} }
+// subsClosed is how many subscriptions were closed.
+func (f *fakeStore) subsClosed() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
 
-func (s fakeSub) Released() <-chan struct{} { return s.c }
-func (s fakeSub) Close() error              { return nil }
+// fakeSub is a subscription to f.notify.
+type fakeSub struct{ f *fakeStore }
+
+func (s fakeSub) Released() <-chan struct{} { return s.f.notify }
+
+// Close returns once s.f.subClose, if any, is closed.
+func (s fakeSub) Close() error {
+	if s.f.subClose != nil {
+		<-s.f.subClose
+	}
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	s.f.closed++
+	return nil
+}
 
 // sigAt is a signal the fake child's group received, with the fake time.
 type sigAt struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -73,6 +74,9 @@ type Supervisor struct {
 	// crash its release counted, its own lease lost with its child killed
 	// (notices.go).
 	Notices NoticeRecorder
+
+	// closing counts the subscriptions still closing (closeAside).
+	closing sync.WaitGroup
 }
 
 // Outbox keeps late outcomes on the host until they are delivered (package
@@ -147,6 +151,9 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 	// nothing is left for the watchdog to guard. (A run whose child started
 	// stops it earlier, before looking for orphans; Close is idempotent.)
 	defer s.Watchdog.Close()
+	// The --wait subscription, closed while the child runs, is closed
+	// before the caller may close the store.
+	defer s.closing.Wait()
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Ending{}, err

@@ -360,6 +360,38 @@ func TestWaitWakesOnReleaseNotification(t *testing.T) {
 	h.end(Exit{Code: 0})
 }
 
+// A subscription's Close may take long (the embedded store's waits for the
+// kernel to free its inotify watch): the child must not wait for it, but
+// Run must, so that the caller does not close the store under it.
+func TestWaitStartsTheChildWhileItsSubscriptionCloses(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Wait = true })
+	h.store.subClose = make(chan struct{})
+	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Hour})
+	h.store.grant(11)
+	h.start()
+	<-h.held
+	h.store.notify <- struct{}{}
+	h.waitStarted()
+	h.child.done <- Exit{Code: 0}
+	select {
+	case <-h.store.released:
+	case <-time.After(hangGuard):
+		t.Fatal("the lease was never released")
+	}
+	close(h.store.subClose)
+	select {
+	case r := <-h.result:
+		if r.err != nil {
+			t.Fatalf("Run returned error %v", r.err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("Run did not return")
+	}
+	if n := h.store.subsClosed(); n != 1 {
+		t.Errorf("Run returned with %d subscriptions closed, want 1", n)
+	}
+}
+
 func TestWaitRetriesWhenTheHoldersTTLRunsOut(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Wait = true })
 	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: 2 * time.Second})
