@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // proposalRuns is how many commands each side of the durable-writes figure
@@ -80,8 +81,8 @@ func (b *bench) etcdProposals() error {
 			return err
 		}
 		perRun[c.name] = (after.proposals - before.proposals) / proposalRuns
-		if c.name == "leasectl" {
-			fsync = (after.fsyncSeconds - before.fsyncSeconds) / (after.fsyncs - before.fsyncs) * 1000
+		if syncs := after.fsyncs - before.fsyncs; c.name == "leasectl" && syncs > 0 {
+			fsync = (after.fsyncSeconds - before.fsyncSeconds) / syncs * 1000
 		}
 	}
 	line("etcd_writes_per_run", perRun["leasectl"], "proposals", fmt.Sprintf("target <= 2.0; raft proposals etcd committed per leasectl run --job j -- true (etcd_server_proposals_committed_total over %d runs of one job, after %d); etcdctl lock j -- true: %.2f", proposalRuns, warmupRounds, perRun["etcdctl"]))
@@ -105,13 +106,20 @@ type etcdCounters struct {
 	fsyncs, fsyncSeconds float64 // etcd_disk_wal_fsync_duration_seconds' count and sum
 }
 
+// metricsClient reads etcd's /metrics, bounded so that a member that does
+// not answer fails the bench rather than hangs it.
+var metricsClient = &http.Client{Timeout: 10 * time.Second}
+
 // etcdMetrics reads etcdCounters at the bench etcd's /metrics.
 func (b *bench) etcdMetrics() (etcdCounters, error) {
-	resp, err := http.Get(b.etcdURL + "/metrics")
+	resp, err := metricsClient.Get(b.etcdURL + "/metrics")
 	if err != nil {
 		return etcdCounters{}, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return etcdCounters{}, fmt.Errorf("%s/metrics: %s", b.etcdURL, resp.Status)
+	}
 	var c etcdCounters
 	fields := map[string]*float64{
 		"etcd_server_proposals_committed_total":      &c.proposals,

@@ -422,7 +422,11 @@ func startServing(cmd *exec.Cmd, what string) (string, error) {
 	if err := cmd.Start(); err != nil {
 		return "", err
 	}
-	type outcome struct{ url, last string } // the URL, or stderr's last line without one
+	// The URL, or stderr's last line and why it was not read further.
+	type outcome struct {
+		url, last string
+		err       error
+	}
 	found := make(chan outcome, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -438,14 +442,19 @@ func startServing(cmd *exec.Cmd, what string) (string, error) {
 			}
 			o.last = sc.Text()
 		}
+		o.err = sc.Err()
 		found <- o
 	}()
 	select {
 	case o := <-found:
-		if o.url == "" {
-			return "", fmt.Errorf("%s exited before serving: %v: %s", what, cmd.Wait(), o.last)
+		switch {
+		case o.url != "":
+			return o.url, nil
+		case o.err != nil: // a line too long to scan: the server may still run
+			stopServer(cmd)
+			return "", fmt.Errorf("%s: reading its log: %w", what, o.err)
 		}
-		return o.url, nil
+		return "", fmt.Errorf("%s exited before serving: %v: %s", what, cmd.Wait(), o.last)
 	case <-time.After(eventTimeout):
 		stopServer(cmd)
 		return "", fmt.Errorf("%s did not start within %s", what, eventTimeout)

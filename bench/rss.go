@@ -30,11 +30,22 @@ func (b *bench) rss() error {
 	// A run is two processes: the supervisor, which links every package
 	// leasectl links, and the watchdog, a small Go program. Neither can
 	// hold less than init_only and empty_go, which do nothing but start.
-	floor := floors["init_only"] + floors["empty_go"]
-	line("flock_rss_mb", floors["flock"], "MB", "reference: peak RSS of flock -n FILE true, as GNU time reports it (each floor below the same way)")
-	line("setnx_rss_mb", floors["setnx"], "MB", "reference: the bare Go + go-redis SET NX, true, DEL floor")
-	line("empty_go_rss_mb", floors["empty_go"], "MB", "floor of the watchdog: an empty static Go binary")
-	line("init_only_rss_mb", floors["init_only"], "MB", "floor of the supervisor: every package leasectl links, main() {}; the binary's pages its start touches")
+	floorOf := func(names ...string) string {
+		if floors == nil {
+			return ""
+		}
+		sum := 0.0
+		for _, name := range names {
+			sum += floors[name]
+		}
+		return fmt.Sprintf("; floor %.2f MB in this run (%s)", sum, strings.Join(names, " + "))
+	}
+	if floors != nil {
+		line("flock_rss_mb", floors["flock"], "MB", "reference: peak RSS of flock -n FILE true, as GNU time reports it (each floor below the same way)")
+		line("setnx_rss_mb", floors["setnx"], "MB", "reference: the bare Go + go-redis SET NX, true, DEL floor")
+		line("empty_go_rss_mb", floors["empty_go"], "MB", "floor of the watchdog: an empty static Go binary")
+		line("init_only_rss_mb", floors["init_only"], "MB", "floor of the supervisor: every package leasectl links, main() {}; the binary's pages its start touches")
+	}
 	for _, store := range []struct {
 		name  string
 		redis bool
@@ -44,16 +55,24 @@ func (b *bench) rss() error {
 			return fmt.Errorf("rss on %s: %w", store.name, err)
 		}
 		line("supervisor_rss_"+store.name+"_mb", m.sup, "MB", "VmHWM of leasectl run while its child runs")
-		line("watchdog_rss_"+store.name+"_mb", m.wd, "MB", fmt.Sprintf("target <= 2; VmHWM of its watchdog process, leasectl-watchdog; floor %.2f MB in this run (empty_go)", floors["empty_go"]))
-		line("supervision_rss_"+store.name+"_mb", m.sup+m.wd, "MB", fmt.Sprintf("target <= 10; supervisor + watchdog, what a run costs the host beside its child; floor %.2f MB in this run (init_only + empty_go)", floor))
+		line("watchdog_rss_"+store.name+"_mb", m.wd, "MB", "target <= 2; VmHWM of its watchdog process, leasectl-watchdog"+floorOf("empty_go"))
+		line("supervision_rss_"+store.name+"_mb", m.sup+m.wd, "MB", "target <= 10; supervisor + watchdog, what a run costs the host beside its child"+floorOf("init_only", "empty_go"))
 		line("supervision_anon_"+store.name+"_mb", m.supAnon+m.wdAnon, "MB", "reference: their RssAnon, what each further run at once adds (the binaries' pages are shared)")
 	}
 	return nil
 }
 
+// gnuTime is the GNU time program, which reads the floors' peak memory.
+const gnuTime = "/usr/bin/time"
+
 // rssFloors runs each floor command startupRounds times, interleaved, and
-// returns the median of each one's peak resident set in MB.
+// returns the median of each one's peak resident set in MB; nil, and a
+// line that says so, where GNU time is not installed.
 func (b *bench) rssFloors() (map[string]float64, error) {
+	if _, err := os.Stat(gnuTime); err != nil {
+		fmt.Printf("# the memory floors are skipped: GNU time (%s) is not installed (make bench installs it)\n", gnuTime)
+		return nil, nil
+	}
 	lockFile := b.file("flock")
 	cmds := map[string][]string{
 		"flock":     {"flock", "-n", lockFile, "true"},
@@ -63,16 +82,18 @@ func (b *bench) rssFloors() (map[string]float64, error) {
 	}
 	names := slices.Sorted(maps.Keys(cmds))
 	peaks := map[string][]float64{}
-	for round := range warmupRounds + startupRounds {
-		for _, i := range b.rng.Perm(len(names)) {
-			mb, err := b.peakRSS(cmds[names[i]])
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", names[i], err)
-			}
-			if round >= warmupRounds {
-				peaks[names[i]] = append(peaks[names[i]], mb)
-			}
+	err := b.rounds(len(names), func(i int, keep bool) error {
+		mb, err := b.peakRSS(cmds[names[i]])
+		if err != nil {
+			return fmt.Errorf("%s: %w", names[i], err)
 		}
+		if keep {
+			peaks[names[i]] = append(peaks[names[i]], mb)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	floors := map[string]float64{}
 	for name, xs := range peaks {
@@ -87,7 +108,7 @@ func (b *bench) rssFloors() (map[string]float64, error) {
 // kernel counts the memory the child shared with bench until its exec.
 func (b *bench) peakRSS(argv []string) (float64, error) {
 	out := b.file("peak-rss")
-	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", out}, argv...)...)
+	cmd := exec.Command(gnuTime, append([]string{"-f", "%M", "-o", out}, argv...)...)
 	if combined, err := cmd.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("%v: %s", err, combined)
 	}

@@ -95,19 +95,32 @@ func (b *bench) interleave(cmds []starter) (map[string][]float64, error) {
 // too: user and system, of the command and of the processes it reaped.
 func (b *bench) interleaveCPU(cmds []starter) (wall, cpu map[string][]float64, err error) {
 	wall, cpu = map[string][]float64{}, map[string][]float64{}
+	err = b.rounds(len(cmds), func(i int, keep bool) error {
+		c := cmds[i]
+		cmd := c.cmd()
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v: %s", c.name, err, out)
+		}
+		if keep {
+			wall[c.name] = append(wall[c.name], ms(time.Since(start)))
+			cpu[c.name] = append(cpu[c.name], ms(cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime()))
+		}
+		return nil
+	})
+	return wall, cpu, err
+}
+
+// rounds measures each of n commands once per round, in a new random order
+// each round: warmupRounds rounds whose figures are not kept (page cache,
+// first connections), then startupRounds whose are.
+func (b *bench) rounds(n int, measure func(i int, keep bool) error) error {
 	for round := range warmupRounds + startupRounds {
-		for _, i := range b.rng.Perm(len(cmds)) {
-			c := cmds[i]
-			cmd := c.cmd()
-			start := time.Now()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				return nil, nil, fmt.Errorf("%s: %v: %s", c.name, err, out)
-			}
-			if round >= warmupRounds {
-				wall[c.name] = append(wall[c.name], ms(time.Since(start)))
-				cpu[c.name] = append(cpu[c.name], ms(cmd.ProcessState.UserTime()+cmd.ProcessState.SystemTime()))
+		for _, i := range b.rng.Perm(n) {
+			if err := measure(i, round >= warmupRounds); err != nil {
+				return err
 			}
 		}
 	}
-	return wall, cpu, nil
+	return nil
 }

@@ -32,8 +32,8 @@ const goneHolderRetry = 100 * time.Millisecond
 // counted for it once it expired, and refuses the request if it arrives
 // later; or, if the store does not answer that either, it keeps it in the
 // outbox for a later leasectl process to deliver.
-func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger) (_ *leasestore.Lease, _ time.Time, _ Ending, unanswered bool, _ error) {
-	lease, sent, ending, unanswered, err := s.acquireLoop(ctx, cfg, log)
+func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger, ws *waitSub) (_ *leasestore.Lease, _ time.Time, _ Ending, unanswered bool, _ error) {
+	lease, sent, ending, unanswered, err := s.acquireLoop(ctx, cfg, log, ws)
 	if lease == nil && unanswered {
 		s.abandon(cfg, log)
 	}
@@ -47,8 +47,9 @@ func (s *Supervisor) acquire(ctx context.Context, cfg Config, log zerolog.Logger
 // second later), does not end the wait: it is asked again after a jittered
 // delay until --wait-timeout. unanswered reports whether a request went
 // unanswered (it may have reached the store, and the store may hold a
-// grant of this run's that it never heard of).
-func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Logger) (_ *leasestore.Lease, _ time.Time, _ Ending, unanswered bool, _ error) {
+// grant of this run's that it never heard of). With cfg.Wait, the
+// subscription to the job's releases is left open in ws, for Run to close.
+func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Logger, ws *waitSub) (_ *leasestore.Lease, _ time.Time, _ Ending, unanswered bool, _ error) {
 	req := leasestore.AcquireRequest{
 		Job: cfg.Job, Holder: cfg.WorkerID, Host: cfg.Host, PID: cfg.PID, Command: cfg.Command,
 		TTL: cfg.TTL, EvidenceTTL: cfg.EvidenceTTL, MaxCrashes: cfg.MaxCrashes, MinInterval: cfg.MinInterval,
@@ -71,12 +72,6 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 	// exit would make every waiter of this host ask at once, each refused
 	// but the first, while the first starts its child.
 	provesGone := s.Store.NotesGroups()
-	var sub leasestore.Subscription
-	defer func() {
-		if sub != nil {
-			s.closeAside(sub)
-		}
-	}()
 	var released <-chan struct{}
 	var timeout <-chan time.Time
 	started := s.Clock.Now()
@@ -86,7 +81,7 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		timeout = t.C()
 	}
 	for {
-		if cfg.Wait && sub == nil {
+		if cfg.Wait && ws.sub == nil {
 			// Subscribe before the attempt: a release between a refused
 			// attempt and the subscription would otherwise be missed. A
 			// subscription refused (a registry at its limit, a store
@@ -96,10 +91,10 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 			// reply lost): like each ask, it is bounded by --safety.
 			sctx, cancel := context.WithTimeout(ctx, cfg.Safety)
 			var err error
-			sub, err = s.Store.Subscribe(sctx, cfg.Job, cfg.WorkerID)
+			ws.sub, err = s.Store.Subscribe(sctx, cfg.Job, cfg.WorkerID)
 			cancel()
 			if err == nil {
-				released = sub.Released()
+				released = ws.sub.Released()
 			} else {
 				log.Warn().Err(err).Msg("cannot watch for the lease's release; trying it now, and again at the holder's expiry")
 			}
@@ -185,21 +180,6 @@ func (s *Supervisor) acquireLoop(ctx context.Context, cfg Config, log zerolog.Lo
 		retry.Stop()
 		stopWatch()
 	}
-}
-
-// closeAside closes sub without the caller waiting for it: nothing that
-// follows a wait needs its subscription gone, and a Close may take long.
-// The embedded store's is the close of an inotify instance, which waits
-// for the kernel to free its watch (an SRCU grace period): 5 to 15 ms on
-// the 2-core machine when no other watcher of the file is left, the
-// greater part of a handoff (docs/performance.md). Run waits for it before
-// it returns, so that the store is not closed under it.
-func (s *Supervisor) closeAside(sub leasestore.Subscription) {
-	s.closing.Add(1)
-	go func() {
-		defer s.closing.Done()
-		_ = sub.Close()
-	}()
 }
 
 // fired reports whether ch is closed already; a nil ch never fires.

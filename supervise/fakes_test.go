@@ -54,6 +54,7 @@ type fakeStore struct {
 	// subClose, if not nil, holds each subscription's Close until it is
 	// closed: a Close that takes long (an inotify instance's).
 	subClose chan struct{}
+	closing  int // subscriptions whose Close was called
 	closed   int // subscriptions whose Close returned
 }
 
@@ -252,7 +253,14 @@ func (f *fakeStore) Subscribe(ctx context.Context, _, _ string) (leasestore.Subs
 	return fakeSub{f}, nil
 }
 
-// subsClosed is how many subscriptions were closed.
+// subsClosing and subsClosed are how many subscriptions' Close was called,
+// and returned.
+func (f *fakeStore) subsClosing() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closing
+}
+
 func (f *fakeStore) subsClosed() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -266,6 +274,9 @@ func (s fakeSub) Released() <-chan struct{} { return s.f.notify }
 
 // Close returns once s.f.subClose, if any, is closed.
 func (s fakeSub) Close() error {
+	s.f.mu.Lock()
+	s.f.closing++
+	s.f.mu.Unlock()
 	if s.f.subClose != nil {
 		<-s.f.subClose
 	}
@@ -368,6 +379,9 @@ type harness struct {
 	started chan *fakeChild
 	// startErr, when set, is what starting the command fails with.
 	startErr error
+	// closingAtStart is how many subscriptions' Close had been called when
+	// the command was started.
+	closingAtStart int
 	// startHook, when set, runs instead of starting the command and returns
 	// why it could not start.
 	startHook func() error
@@ -455,6 +469,7 @@ func (h *harness) start() {
 			c := &fakeChild{clock: h.clock, signals: make(chan sigAt, 64), done: make(chan Exit, 1), env: env, pgid: pgid,
 				stopped: make(chan syscall.Signal), continues: make(chan struct{}, 4)}
 			h.child = c
+			h.closingAtStart = h.store.subsClosing()
 			h.started <- c
 			return c, nil
 		},
@@ -621,23 +636,37 @@ func (h *harness) watchdogStopped() {
 
 func (h *harness) wait() (Ending, leasestore.Outcome) {
 	h.t.Helper()
-	var out leasestore.Outcome
+	out := h.released()
+	return h.returned(), out
+}
+
+// released waits for the run's release and returns its outcome.
+func (h *harness) released() leasestore.Outcome {
+	h.t.Helper()
 	select {
-	case out = <-h.store.released:
+	case out := <-h.store.released:
+		return out
 	case <-time.After(hangGuard):
 		h.t.Fatal("the lease was never released")
 	}
+	return leasestore.Outcome{}
+}
+
+// returned waits for Run to return without an error, with its watchdog
+// stopped, and returns how the run ended.
+func (h *harness) returned() Ending {
+	h.t.Helper()
 	select {
 	case r := <-h.result:
 		if r.err != nil {
 			h.t.Fatalf("Run returned error %v", r.err)
 		}
 		h.watchdogStopped()
-		return r.ending, out
+		return r.ending
 	case <-time.After(hangGuard):
 		h.t.Fatal("Run did not return")
 	}
-	return Ending{}, out
+	return Ending{}
 }
 
 // hangGuard only catches hangs; no test relies on it for timing.

@@ -30,6 +30,9 @@ type run struct {
 	log   zerolog.Logger
 	child Child
 	wd    Watchdog
+	// waitSub is the subscription a --wait run waited with, closed once
+	// its child is forked.
+	waitSub *waitSub
 
 	deadline  time.Time // the last confirmed renewal's send time + safety
 	renewing  bool
@@ -82,6 +85,7 @@ func (r *run) start(sent time.Time) (Ending, error) {
 	}
 	r.startedAt = clk.Now()
 	child, err := r.s.Start(r.env(), pgid)
+	r.waitSub.closeAside()
 	if err != nil {
 		if why := r.lostBeforeStart(err); why != "" {
 			r.log.Error().Err(err).Msg("lease lost before the child started: " + why)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"syscall"
 	"time"
 
@@ -74,9 +73,6 @@ type Supervisor struct {
 	// crash its release counted, its own lease lost with its child killed
 	// (notices.go).
 	Notices NoticeRecorder
-
-	// closing counts the subscriptions still closing (closeAside).
-	closing sync.WaitGroup
 }
 
 // Outbox keeps late outcomes on the host until they are delivered (package
@@ -151,9 +147,10 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 	// nothing is left for the watchdog to guard. (A run whose child started
 	// stops it earlier, before looking for orphans; Close is idempotent.)
 	defer s.Watchdog.Close()
-	// The --wait subscription, closed while the child runs, is closed
+	// The --wait subscription, closed beside the child's start, is closed
 	// before the caller may close the store.
-	defer s.closing.Wait()
+	var ws waitSub
+	defer ws.close()
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Ending{}, err
@@ -163,17 +160,18 @@ func (s *Supervisor) Run(ctx context.Context, cfg Config) (Ending, error) {
 	}
 	log := s.Log.With().Str("job", cfg.Job).Str("worker", cfg.WorkerID).Logger()
 	began := s.Clock.Now()
-	lease, sent, ending, unanswered, err := s.acquire(ctx, cfg, log)
+	lease, sent, ending, unanswered, err := s.acquire(ctx, cfg, log, &ws)
 	if err != nil || lease == nil {
 		return ending, err
 	}
 	recorded := s.notifyRecovered(cfg, lease, log)
 	defer recorded()
 	r := &run{
-		s:     s,
-		cfg:   cfg,
-		lease: lease,
-		log:   log.With().Int64("token", lease.Token).Logger(),
+		s:       s,
+		cfg:     cfg,
+		lease:   lease,
+		log:     log.With().Int64("token", lease.Token).Logger(),
+		waitSub: &ws,
 	}
 	ending, err = r.start(sent)
 	if unanswered {

@@ -361,9 +361,11 @@ func TestWaitWakesOnReleaseNotification(t *testing.T) {
 }
 
 // A subscription's Close may take long (the embedded store's waits for the
-// kernel to free its inotify watch): the child must not wait for it, but
-// Run must, so that the caller does not close the store under it.
-func TestWaitStartsTheChildWhileItsSubscriptionCloses(t *testing.T) {
+// kernel to free its inotify watch): the child must not wait for it, nor
+// be forked while it is under way (the child would hold the inotify
+// instance until its exec, which would wait instead), but Run must wait for
+// it, so that the caller does not close the store under it.
+func TestWaitClosesItsSubscriptionBesideTheChild(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.Wait = true })
 	h.store.subClose = make(chan struct{})
 	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Hour})
@@ -372,17 +374,37 @@ func TestWaitStartsTheChildWhileItsSubscriptionCloses(t *testing.T) {
 	<-h.held
 	h.store.notify <- struct{}{}
 	h.waitStarted()
+	if h.closingAtStart != 0 {
+		t.Errorf("the subscription's Close was called before the child was started")
+	}
 	h.child.done <- Exit{Code: 0}
+	h.released()
 	select {
-	case <-h.store.released:
-	case <-time.After(hangGuard):
-		t.Fatal("the lease was never released")
+	case <-h.result:
+		t.Fatal("Run returned before its subscription was closed")
+	default:
 	}
 	close(h.store.subClose)
+	h.returned()
+	if n := h.store.subsClosed(); n != 1 {
+		t.Errorf("Run returned with %d subscriptions closed, want 1", n)
+	}
+}
+
+// A wait that ends without the lease closes its subscription before Run
+// returns too.
+func TestWaitTimeoutClosesItsSubscription(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.Wait = true; c.WaitTimeout = time.Minute })
+	h.store.refuse(&leasestore.HeldError{Job: "nightly", Holder: "other", ExpiresIn: time.Hour})
+	h.start()
+	<-h.held
+	h.clock.AwaitTimer(t, h.clock.Now().Add(time.Minute))
+	h.clock.Advance(time.Minute)
 	select {
 	case r := <-h.result:
-		if r.err != nil {
-			t.Fatalf("Run returned error %v", r.err)
+		var wt *WaitTimeoutError
+		if !errors.As(r.err, &wt) {
+			t.Fatalf("Run returned %v, want a WaitTimeoutError", r.err)
 		}
 	case <-time.After(hangGuard):
 		t.Fatal("Run did not return")

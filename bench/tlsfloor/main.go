@@ -27,11 +27,11 @@ import (
 	"time"
 )
 
-// The HTTP server's timeouts and header bound. What they cost is that
-// they are set: each request's read and write then sets a deadline on its
-// connection, which every registry that cuts off stalled clients pays. Their
-// values do not change what a request costs; these are of the same order as
-// leasectl serve's (registry/serve.go).
+// The HTTP server's timeouts and header bound, the same as leasectl
+// serve's (registry/serve.go). What they cost is that they are set: each
+// request's read and write then sets a deadline on its connection, which
+// every registry that cuts off stalled clients pays; their values do not
+// change what a request costs.
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 15 * time.Second
