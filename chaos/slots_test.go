@@ -130,8 +130,10 @@ func (h *harness) waitBound() time.Duration {
 // until then); the runs whose wait a fault cut short are left out.
 func (h *harness) checkWaits() {
 	bound := h.waitBound()
-	var starved []string // their worker IDs, quoted as in the logs
-	defer func() { h.logLinesWith(starved) }()
+	// shown are the worker IDs, quoted as in the logs, of the runs whose
+	// log lines a failure shows: the starved, and those of an overtake.
+	var shown []string
+	defer func() { h.logLinesWith(shown) }()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var waits []time.Duration
@@ -150,7 +152,7 @@ func (h *harness) checkWaits() {
 		waits = append(waits, d)
 		if d > bound {
 			h.t.Errorf("starved: run %s waited %s for a slot (served: %t), past the bound %s", h.workerIDs[cmd], d.Round(time.Millisecond), w.served != 0, bound)
-			starved = append(starved, `"`+h.workerIDs[cmd]+`"`)
+			shown = append(shown, `"`+h.workerIDs[cmd]+`"`)
 		}
 	}
 	slices.Sort(waits)
@@ -158,12 +160,23 @@ func (h *harness) checkWaits() {
 		h.t.Errorf("no run waited")
 		return
 	}
-	n := overtakes(slices.Collect(maps.Values(h.waits)))
+	cmds := slices.Collect(maps.Keys(h.waits))
+	ws := make([]*waited, len(cmds))
+	for i, cmd := range cmds {
+		ws[i] = h.waits[cmd]
+	}
+	pairs := overtakes(ws)
+	n := len(pairs)
 	h.t.Logf("waits: %d runs (%d served), median %s, p99 %s, longest %s; bound %s; overtakes=%d",
 		len(waits), served, waits[len(waits)/2].Round(time.Millisecond), waits[len(waits)*99/100].Round(time.Millisecond),
 		waits[len(waits)-1].Round(time.Millisecond), bound, n)
 	if h.outage == 0 && n > 0 {
 		h.t.Errorf("%d overtakes: runs served while a run started at least %s earlier still waited, on a store no fault silences", n, overtakeGap)
+		for _, p := range pairs {
+			a, b := h.workerIDs[cmds[p[0]]], h.workerIDs[cmds[p[1]]]
+			h.t.Errorf("run %s was served while run %s, started earlier, still waited", b, a)
+			shown = append(shown, `"`+a+`"`, `"`+b+`"`)
+		}
 	}
 }
 
@@ -172,26 +185,26 @@ func (h *harness) checkWaits() {
 // first request to reach the store first, on a loaded machine.
 const overtakeGap = time.Second
 
-// overtakes counts the pairs of runs in which one was served while the
-// other, started at least overtakeGap earlier, still waited: a queue out
-// of order. Where a store's faults silence it, it is a figure, not a
+// overtakes returns the pairs of runs (indexes into ws: the one still
+// waiting, then the one served) in which one was served while the other,
+// started at least overtakeGap earlier, still waited: a queue out of order. Where a store's faults silence it, it is a figure, not a
 // failure: a waiter's place may lapse (the store silent past its TTL) and
 // the waiter rejoins at the tail, which the records cannot tell from a
 // queue served out of order.
-func overtakes(ws []*waited) int {
-	n := 0
-	for _, b := range ws {
-		for _, a := range ws {
+func overtakes(ws []*waited) [][2]int {
+	var pairs [][2]int
+	for j, b := range ws {
+		for i, a := range ws {
 			aDone := a.served
 			if aDone == 0 {
 				aDone = a.ended
 			}
 			if b.served != 0 && a.asked+int64(overtakeGap) <= b.asked && aDone > b.served {
-				n++
+				pairs = append(pairs, [2]int{i, j})
 			}
 		}
 	}
-	return n
+	return pairs
 }
 
 // TestChaosSlotsCatchesAnExtraChild is the slots mode's negative control:
@@ -249,7 +262,7 @@ func TestOvertakes(t *testing.T) {
 		{"started too close to tell", []*waited{{asked: 0, served: 5 * s}, {asked: s / 2, served: 3 * s}}, 0},
 	}
 	for _, tt := range tests {
-		if got := overtakes(tt.ws); got != tt.want {
+		if got := len(overtakes(tt.ws)); got != tt.want {
 			t.Errorf("%s: %d overtakes, want %d", tt.name, got, tt.want)
 		}
 	}
