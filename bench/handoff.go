@@ -69,7 +69,7 @@ func (b *bench) handoffs() error {
 		}
 	}
 	if r, f := samples["handoff_redis"], samples["handoff_flock"]; len(r) > 0 && len(f) > 0 {
-		line("handoff_redis_vs_flock", median(r)/median(f), "x", fmt.Sprintf("target <= 1.5; floor %.2f ms in this run (blocking flock's handoff); the stamp's start-up in both", median(f)))
+		line("handoff_redis_vs_flock", median(r)/median(f), "x", "target <= 1.5; "+floorIs("%.2f ms", median(f))+" (blocking flock's handoff); the stamp's start-up in both")
 	}
 	return nil
 }

@@ -190,6 +190,12 @@ func (b *bench) file(prefix string) string {
 	return filepath.Join(b.tmp, fmt.Sprintf("%s-%d", prefix, b.next()))
 }
 
+// floorIs names a floor in a target's comment: format is the floor's
+// value's.
+func floorIs(format string, v float64) string {
+	return fmt.Sprintf("floor "+format+" in this run", v)
+}
+
 // line prints one figure: name, value, unit, then a comment.
 func line(name string, value float64, unit, comment string) {
 	prec := 2

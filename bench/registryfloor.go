@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -68,10 +67,4 @@ func randomID() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// floorIs names a floor in a target's comment: format is the floor's
-// value's.
-func floorIs(format string, v float64) string {
-	return fmt.Sprintf("floor "+format+" in this run", v)
 }

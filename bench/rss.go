@@ -38,7 +38,7 @@ func (b *bench) rss() error {
 		for _, name := range names {
 			sum += floors[name]
 		}
-		return fmt.Sprintf("; floor %.2f MB in this run (%s)", sum, strings.Join(names, " + "))
+		return "; " + floorIs("%.2f MB", sum) + " (" + strings.Join(names, " + ") + ")"
 	}
 	if floors != nil {
 		line("flock_rss_mb", floors["flock"], "MB", "reference: peak RSS of flock -n FILE true, as GNU time reports it (each floor below the same way)")
@@ -73,17 +73,11 @@ func (b *bench) rssFloors() (map[string]float64, error) {
 		fmt.Printf("# the memory floors are skipped: GNU time (%s) is not installed (make bench installs it)\n", gnuTime)
 		return nil, nil
 	}
-	lockFile := b.file("flock")
-	cmds := map[string][]string{
-		"flock":     {"flock", "-n", lockFile, "true"},
-		"setnx":     {b.setnx, b.redis.URL, "setnx-rss", "true"},
-		"empty_go":  {b.emptyGo},
-		"init_only": {b.initOnly},
-	}
-	names := slices.Sorted(maps.Keys(cmds))
+	argvs := b.floorArgvs()
+	names := slices.Sorted(maps.Keys(argvs))
 	peaks := map[string][]float64{}
 	err := b.rounds(len(names), func(i int, keep bool) error {
-		mb, err := b.peakRSS(cmds[names[i]])
+		mb, err := b.peakRSS(argvs[names[i]])
 		if err != nil {
 			return fmt.Errorf("%s: %w", names[i], err)
 		}

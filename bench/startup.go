@@ -21,13 +21,9 @@ type starter struct {
 // binary (the floor of any Go start-up), interleaved: each round runs every
 // command once, in a new random order.
 func (b *bench) startup() error {
-	lockFile := filepath.Join(b.tmp, "flock")
 	cmds := []starter{
 		{"true", func() *exec.Cmd { return exec.Command("true") }},
-		{"flock", func() *exec.Cmd { return exec.Command("flock", "-n", lockFile, "true") }},
-		{"setnx", func() *exec.Cmd { return exec.Command(b.setnx, b.redis.URL, "setnx-j", "true") }},
-		{"empty_go", func() *exec.Cmd { return exec.Command(b.emptyGo) }},
-		{"init_only", func() *exec.Cmd { return exec.Command(b.initOnly) }},
+		b.floorCmd("flock"), b.floorCmd("setnx"), b.floorCmd("empty_go"), b.floorCmd("init_only"),
 		{"version", func() *exec.Cmd { return b.leasectlCmd(false, "version") }},
 		{"run_redis", func() *exec.Cmd { return b.leasectlCmd(true, "run", "--job", "j", "--", "true") }},
 		{"run_embedded", func() *exec.Cmd { return b.leasectlCmd(false, "run", "--job", "j", "--", "true") }},
@@ -56,7 +52,7 @@ func (b *bench) startup() error {
 	// The targets are ratios to floors measured in the same rounds, so that
 	// they hold on any machine: a bare Go binary doing what a run does at
 	// least (SET NX, fork and exec, DEL), and an empty Go binary.
-	floor := func(name string) string { return fmt.Sprintf("floor %.2f ms in this run", med(name)) }
+	floor := func(name string) string { return floorIs("%.2f ms", med(name)) }
 	line("run_redis_vs_setnx", med("run_redis")/med("setnx"), "x", "target <= 1.25; "+floor("setnx"))
 	line("run_embedded_vs_setnx", med("run_embedded")/med("setnx"), "x", "target <= 1.15; "+floor("setnx"))
 	line("leasectl_version_vs_empty_go", med("version")/med("empty_go"), "x", "target <= 1.5; "+floor("empty_go"))
@@ -78,9 +74,26 @@ func (b *bench) startup() error {
 	// true.
 	designFloor := medCPU("init_only") + medCPU("empty_go") + medCPU("true")
 	line("run_cpu_design_floor_ms", designFloor, "ms", "reference: CPU time of init_only + empty_go + true, the start of a run's two Go processes and its child")
-	line("run_embedded_cpu_vs_flock", medCPU("run_embedded")/medCPU("flock"), "x", fmt.Sprintf("target <= 2.5; floor %.2f ms of CPU in this run; the design's floor %.2f ms, %.2fx flock's",
-		medCPU("flock"), designFloor, designFloor/medCPU("flock")))
+	line("run_embedded_cpu_vs_flock", medCPU("run_embedded")/medCPU("flock"), "x", "target <= 2.5; "+floorIs("%.2f ms of CPU", medCPU("flock"))+fmt.Sprintf("; the design's floor %.2f ms, %.2fx flock's", designFloor, designFloor/medCPU("flock")))
 	return nil
+}
+
+// floorArgvs are the command lines of the floors, by name, that several
+// groups of figures measure beside leasectl: `flock -n FILE true`, the bare
+// go-redis SET NX binary, the empty Go binary and initonly.
+func (b *bench) floorArgvs() map[string][]string {
+	return map[string][]string{
+		"flock":     {"flock", "-n", filepath.Join(b.tmp, "flock"), "true"},
+		"setnx":     {b.setnx, b.redis.URL, "setnx-j", "true"},
+		"empty_go":  {b.emptyGo},
+		"init_only": {b.initOnly},
+	}
+}
+
+// floorCmd is the floor named name (floorArgvs) as a command to time.
+func (b *bench) floorCmd(name string) starter {
+	argv := b.floorArgvs()[name]
+	return starter{name, func() *exec.Cmd { return exec.Command(argv[0], argv[1:]...) }}
 }
 
 // interleave runs every command once per round, in a new random order each
